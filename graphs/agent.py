@@ -1,0 +1,114 @@
+"""A tool-calling agent with and without toolguard, for production use and comparisons.
+
+``create_plain_agent`` is the classic ReAct loop (model -> ToolNode -> model);
+``create_guarded_agent`` is the same loop with a :class:`~toolguard.node.GuardNode`
+between the model and the tools.  Both compile to a LangGraph graph and run sync or
+async (``invoke`` / ``ainvoke`` / ``stream`` / ``astream``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Checkpointer
+
+from toolguard.guard import Guard
+from toolguard.node import AskUserMode, GuardNode, GuardState
+
+
+def _model_node(
+    model: BaseChatModel, tools: Sequence[BaseTool], system_prompt: str | None
+) -> RunnableLambda[Any, dict[str, Any]]:
+    bound = model.bind_tools(list(tools)) if tools else model
+
+    def _prompt(state: dict[str, Any]) -> list[AnyMessage]:
+        messages = list(state["messages"])
+        return [SystemMessage(system_prompt), *messages] if system_prompt else messages
+
+    def call(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [bound.invoke(_prompt(state), config)]}
+
+    async def acall(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(_prompt(state), config)]}
+
+    return RunnableLambda(call, afunc=acall, name="model")
+
+
+def create_plain_agent(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    *,
+    system_prompt: str | None = None,
+    checkpointer: Checkpointer = None,
+    handle_tool_errors: bool = True,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The unguarded ReAct loop: ``START -> model -> (tools -> model)* -> END``.
+
+    Args:
+        model: A chat model that supports ``bind_tools``.
+        tools: Executable LangChain tools.
+        system_prompt: Prepended to every model call.
+        checkpointer: Optional LangGraph checkpointer.
+        handle_tool_errors: Passed to ``ToolNode`` (tool exceptions become error ToolMessages).
+    """
+    builder = StateGraph(GuardState)
+    builder.add_node("model", _model_node(model, tools, system_prompt))
+    builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=handle_tool_errors))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer, name="plain_agent")
+
+
+def create_guarded_agent(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    *,
+    guard: Guard | None = None,
+    system_prompt: str | None = None,
+    checkpointer: Checkpointer = None,
+    ask_user: AskUserMode = "auto",
+    handle_tool_errors: bool = True,
+    **guard_options: Any,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The ReAct loop with a guard: ``model -> guard -> (tools | model | END)``.
+
+    Args:
+        model: A chat model that supports ``bind_tools``.
+        tools: Executable LangChain tools.
+        guard: A configured :class:`~toolguard.guard.Guard`; default ``Guard(tools,
+            **guard_options)``.
+        system_prompt: Prepended to every model call.
+        checkpointer: Optional checkpointer; with one, ``ask_user`` verdicts interrupt.
+        ask_user: See :class:`~toolguard.node.GuardNode`.
+        handle_tool_errors: Passed to ``ToolNode``.
+        **guard_options: Keyword options for :class:`~toolguard.guard.Guard`.
+
+    Returns:
+        A compiled graph over :class:`~toolguard.node.GuardState`; ``state["toolguard"]``
+        holds the guard's counters.
+
+    Raises:
+        ValueError: If both ``guard`` and ``guard_options`` are given.
+    """
+    if guard is not None and guard_options:
+        raise ValueError("pass either guard= or Guard options, not both")
+    guard = guard or Guard(tools, **guard_options)
+    node = GuardNode(guard, counters_key="toolguard", ask_user=ask_user)
+    builder = StateGraph(GuardState)
+    builder.add_node("model", _model_node(model, tools, system_prompt))
+    builder.add_node("guard", node)
+    builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=handle_tool_errors))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition, {"tools": "guard", END: END})
+    builder.add_conditional_edges("guard", node.route, ["tools", "model", END])
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer, name="guarded_agent")

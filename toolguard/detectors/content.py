@@ -1,0 +1,353 @@
+"""Content hallucination: argument values that should come from the user but appear nowhere.
+
+RelyToolBench's *content* type, with the rules of the paper's "Check Content
+Hallucination" evaluator (``prompts/check_content_hallucination.md``):
+
+1. values stated in the conversation (user/system turns, earlier tool results) are truthful;
+2. values stated in the tool description (examples, defaults, enums) are truthful;
+3. values that can be inferred (query keywords, page numbers, limits, enum members,
+   schema defaults, booleans) are truthful;
+4. values that need specific facts from the user (ids, names, numbers, emails, dates,
+   URLs, phone numbers, places) and appear nowhere are untruthful -> ``ask_user``;
+5. otherwise unsure -> allowed.
+
+The deterministic judge (default) implements rules 1-4 by normalisation (casefold,
+accents, separators, number words, percentages, month names) and fuzzy matching with
+``rapidfuzz``.  Optionally an LLM judge (the paper's prompt through any LangChain chat
+model) decides the values the deterministic rules flag (``llm_mode="confirm"``) or
+every call (``llm_mode="always"``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from langchain_core.language_models import BaseChatModel
+from rapidfuzz import fuzz
+
+from toolguard.context import CheckContext, ProposedCall
+from toolguard.detectors.base import Detector
+from toolguard.judge import JudgeResult, LLMJudge
+from toolguard.specs import ToolSpec
+from toolguard.text import normalize
+from toolguard.types import Evidence, Verdict
+
+_NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$", re.I)
+_URL = re.compile(r"^(https?://|www\.)", re.I)
+_DATE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}|^\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}$")
+_ID_LIKE = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-:.#]{4,}$|^\d{5,}$")
+
+_WORD_NUMBERS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
+    "million": 1_000_000, "billion": 1_000_000_000, "dozen": 12, "half": 0.5,
+    "quarter": 0.25, "twice": 2, "double": 2, "triple": 3, "single": 1, "once": 1,
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "pair": 2, "couple": 2,
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
+    "sept": 9, "oct": 10, "nov": 11, "dec": 12,
+}
+
+# parameter names whose values are composed or chosen by the model (rule 3: inferable)
+_FREE_TEXT_PARAM = re.compile(
+    r"(^|_)(query|queries|keyword|keywords|search|q|text|message|content|body|prompt|"
+    r"description|summary|comment|question|instruction|instructions|note|notes|reason|"
+    r"unit|units|format|language|lang|sort|order|order_by|sort_by|mode|detail|details|"
+    r"page|limit|offset|max_results|top_k|count|size|per_page|timeout|verbose|precision|"
+    r"round|decimal|decimals|tone|style)($|_)",
+    re.I,
+)
+
+
+ContentLLMMode = Literal["off", "confirm", "always"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Grounding:
+    """Normalised view of everything the values may be grounded in."""
+
+    text: str  # normalised, separators folded to spaces
+    compact: str  # normalised, no separators at all
+    tokens: frozenset[str]
+    numbers: frozenset[float]
+
+
+def _numbers_in(text: str) -> set[float]:
+    out: set[float] = set()
+    for m in _NUM.finditer(text):
+        raw = m.group(0).replace(",", "")
+        try:
+            out.add(float(raw))
+        except ValueError:
+            continue
+    for word in _TOKEN.findall(text.casefold()):
+        if word in _WORD_NUMBERS:
+            out.add(float(_WORD_NUMBERS[word]))
+    # percentages and scaled forms: "5%" grounds 0.05, "2k" grounds 2000
+    for m in re.finditer(r"(\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|million|thousand|billion)",
+                         text, re.I):
+        base = float(m.group(1))
+        unit = m.group(2).lower()
+        if unit in ("%", "percent"):
+            out.add(round(base / 100, 10))
+        elif unit in ("k", "thousand"):
+            out.add(base * 1000)
+        elif unit in ("m", "million"):
+            out.add(base * 1_000_000)
+        else:
+            out.add(base * 1_000_000_000)
+    return out
+
+
+def _fold(text: str) -> str:
+    return " ".join(_TOKEN.findall(normalize(text)))
+
+
+def build_grounding(texts: list[str]) -> _Grounding:
+    """Normalise grounding texts once per check (shared by all calls)."""
+    joined = "\n".join(texts)
+    folded = _fold(joined)
+    return _Grounding(
+        text=folded,
+        compact=folded.replace(" ", ""),
+        tokens=frozenset(folded.split()),
+        numbers=frozenset(_numbers_in(normalize(joined))),
+    )
+
+
+def _leaves(value: Any, path: str, schema: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    sch = schema if isinstance(schema, dict) else {}
+    if isinstance(value, dict):
+        props = sch.get("properties") if isinstance(sch.get("properties"), dict) else {}
+        for k, v in value.items():
+            yield from _leaves(v, f"{path}.{k}" if path else str(k), props.get(k, {}))
+    elif isinstance(value, (list, tuple)):
+        items = sch.get("items", {})
+        for i, v in enumerate(value[:50]):
+            yield from _leaves(v, f"{path}[{i}]", items)
+    else:
+        yield path, value, sch
+
+
+class ContentDetector(Detector):
+    """Flags argument values that need user-given facts and appear nowhere in the conversation.
+
+    Args:
+        fuzzy_threshold: ``rapidfuzz.fuzz.partial_ratio`` score (0-100) at which a string
+            value counts as found (typos, casing, punctuation).
+        token_share: Share of a value's tokens that must be found for a multi-word value.
+        judge_model: Optional chat model for the paper's "Check Content Hallucination" prompt.
+        llm_mode: ``"off"`` (default if no model), ``"confirm"`` (default with a model:
+            the LLM decides only the calls the rules flag), ``"always"`` (the LLM decides
+            every call that has arguments).
+        max_value_chars: Longer string values are treated as free text (not checked).
+    """
+
+    kind: ClassVar = "content"
+
+    def __init__(
+        self,
+        *,
+        fuzzy_threshold: float = 90.0,
+        token_share: float = 0.6,
+        judge_model: BaseChatModel | None = None,
+        llm_mode: ContentLLMMode | None = None,
+        max_value_chars: int = 120,
+    ) -> None:
+        if not 0 <= fuzzy_threshold <= 100:
+            raise ValueError("fuzzy_threshold must be in [0, 100]")
+        if not 0 < token_share <= 1:
+            raise ValueError("token_share must be in (0, 1]")
+        if max_value_chars < 1:
+            raise ValueError("max_value_chars must be >= 1")
+        mode: ContentLLMMode = llm_mode or ("confirm" if judge_model is not None else "off")
+        if mode != "off" and judge_model is None:
+            raise ValueError(f"llm_mode={mode!r} needs a judge_model")
+        self.fuzzy_threshold = fuzzy_threshold
+        self.token_share = token_share
+        self.max_value_chars = max_value_chars
+        self.llm_mode = mode
+        self._judge = (
+            LLMJudge(judge_model, prompt="check_content_hallucination",
+                     labels=("Untruthful", "Truthful", "Unsure"))
+            if judge_model is not None
+            else None
+        )
+
+    # ------------------------------------------------------------------ rules
+    def ungrounded(self, call: ProposedCall, ctx: CheckContext) -> list[tuple[str, Any, str]]:
+        """``(parameter path, value, why)`` for each value rules 1-4 find ungrounded."""
+        spec = ctx.specs.get(call.name)
+        if spec is None or not call.args:
+            return []
+        ground: _Grounding = ctx.memo("content.grounding", lambda: build_grounding(
+            ctx.grounding_texts))
+        tool_text: _Grounding = ctx.memo(f"content.tool.{spec.name}", lambda: build_grounding(
+            [spec.description, json.dumps(spec.parameters, default=str)]))
+        out: list[tuple[str, Any, str]] = []
+        for path, value, schema in _leaves(call.args, "", {"properties": spec.properties}):
+            why = self._needs_fact(path, value, schema)
+            if why is None:
+                continue
+            if self._found(value, ground) or self._found(value, tool_text):
+                continue
+            out.append((path, value, why))
+        return out
+
+    def _needs_fact(self, path: str, value: Any, schema: dict[str, Any]) -> str | None:
+        """Why ``value`` needs a user-given fact, or ``None`` if it can be inferred (rule 3)."""
+        if value is None or isinstance(value, bool):
+            return None
+        if "enum" in schema or ("default" in schema and schema.get("default") == value):
+            return None
+        leaf = re.sub(r"\[\d+\]", "", path).rsplit(".", 1)[-1]
+        if _FREE_TEXT_PARAM.search(leaf):
+            return None
+        if isinstance(value, (int, float)):
+            return "number"
+        if not isinstance(value, str):
+            return None
+        v = value.strip()
+        if not v or len(v) > self.max_value_chars:
+            return None
+        if _EMAIL.match(v):
+            return "email"
+        if _URL.match(v):
+            return "url"
+        if _DATE.match(v):
+            return "date"
+        if _ID_LIKE.match(v):
+            return "id"
+        if re.fullmatch(r"[-+]?\d+(\.\d+)?", v):
+            return "number"
+        words = v.split()
+        if len(words) <= 6 and any(w[:1].isupper() for w in words):
+            return "name"
+        return None
+
+    def _found(self, value: Any, g: _Grounding) -> bool:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            x = float(value)
+            return x in g.numbers or round(x * 100, 8) in g.numbers or (
+                x != 0 and round(x / 100, 10) in g.numbers)
+        text = _fold(str(value))
+        if not text:
+            return True
+        if f" {text} " in f" {g.text} " or (
+            len(text) >= 4 and text.replace(" ", "") in g.compact
+        ):
+            return True
+        tokens = text.split()
+        hits = 0
+        for t in tokens:
+            if t in g.tokens:
+                hits += 1
+            elif t.replace(".", "").isdigit() and float(t) in g.numbers:
+                hits += 1
+            elif t in _WORD_NUMBERS and float(_WORD_NUMBERS[t]) in g.numbers:
+                hits += 1
+        if len(tokens) > 1 and hits / len(tokens) >= self.token_share:
+            return True
+        if len(text) >= 4 and len(text) <= 60:
+            return fuzz.partial_ratio(text, g.text) >= self.fuzzy_threshold
+        return False
+
+    # ------------------------------------------------------------------ verdicts
+    def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
+        """Apply rules 1-4; with an LLM judge, let it decide as ``llm_mode`` says."""
+        flagged = self.ungrounded(call, ctx)
+        if self._judge is not None and self._should_ask_llm(call, flagged):
+            result = self._judge.judge(**_judge_fields(call, ctx))
+            return self._decide_llm(call, flagged, result)
+        return self._verdict(call, flagged)
+
+    async def acheck(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
+        """Async twin of :meth:`check`."""
+        flagged = self.ungrounded(call, ctx)
+        if self._judge is not None and self._should_ask_llm(call, flagged):
+            result = await self._judge.ajudge(**_judge_fields(call, ctx))
+            return self._decide_llm(call, flagged, result)
+        return self._verdict(call, flagged)
+
+    def _should_ask_llm(self, call: ProposedCall, flagged: list[Any]) -> bool:
+        if self.llm_mode == "always":
+            return bool(call.args)
+        return self.llm_mode == "confirm" and bool(flagged)
+
+    def _decide_llm(
+        self, call: ProposedCall, flagged: list[tuple[str, Any, str]], result: JudgeResult
+    ) -> Verdict | None:
+        if result.label == "Untruthful":
+            items = flagged or [("", None, "value")]
+            return self._verdict(call, items, judge_reason=result.reason)
+        if result.label == "Truthful":
+            return None
+        return self._verdict(call, flagged) if self.llm_mode == "confirm" else None
+
+    def _verdict(
+        self, call: ProposedCall, flagged: list[tuple[str, Any, str]], judge_reason: str = ""
+    ) -> Verdict | None:
+        if not flagged:
+            return None
+        evidence = tuple(
+            Evidence(
+                detector="content",
+                code="ungrounded_value",
+                parameter=path or None,
+                value=value if not isinstance(value, str) else value[:200],
+                detail=(
+                    f"{kind} value {value!r} for '{path}' appears nowhere in the conversation"
+                    if path
+                    else f"the LLM judge found ungrounded values: {judge_reason[:300]}"
+                ),
+            )
+            for path, value, kind in flagged
+        )
+        params = [p for p, _, _ in flagged if p]
+        names = ", ".join(f"'{p}'" for p in params) or "some arguments"
+        plain = [p.replace("_", " ") for p in params]
+        question = (
+            f"Which {plain[0]} should I use for {call.name}?"
+            if len(plain) == 1
+            else f"Please tell me the {', '.join(plain[:-1])} and {plain[-1]} for {call.name}."
+            if plain
+            else f"Could you give me the details {call.name} needs?"
+        )
+        return Verdict(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            action="ask_user",
+            hallucination="content",
+            reason=(
+                f"Not executed: the value(s) of {names} for '{call.name}' do not appear in the "
+                "conversation or in earlier tool results and look like facts only the user can "
+                "give. Do not guess them: ask the user, or obtain them with another tool first."
+                + (f" Judge: {judge_reason[:300]}" if judge_reason else "")
+            ),
+            evidence=evidence,
+            question=question,
+        )
+
+
+def _judge_fields(call: ProposedCall, ctx: CheckContext) -> dict[str, Any]:
+    spec: ToolSpec | None = ctx.specs.get(call.name)
+    history = "\n".join(ctx.user_texts + [f"History: {t}" for t in ctx.tool_texts])
+    return {
+        "query": history[-12000:],
+        "tool_name": call.name,
+        "tool_description": json.dumps(
+            {"description": spec.description if spec else "",
+             "parameters": spec.parameters if spec else {}}, default=str)[:6000],
+        "arguments": json.dumps(call.args, default=str)[:4000],
+    }
+

@@ -1,0 +1,97 @@
+"""Timing hallucination: calling the same tool again with identical inputs.
+
+RelyToolBench defines a timing hallucination as a repeated call with identical inputs
+*and* outputs: the model calls a tool whose answer it already has.  Outputs cannot be
+compared before the call runs, so toolguard predicts them: the repeat is flagged when
+
+1. an earlier call to the same tool had canonically equal arguments
+   (:func:`~toolguard.context.canonical_args`), and
+2. that earlier call was answered successfully, and
+3. no call that may have changed the world came back successfully in between
+   (any tool whose :attr:`~toolguard.specs.ToolSpec.effects` is not ``"read"``),
+   so the earlier answer is still what the tool would return.
+
+Policy for state-changing tools (``effects="write"`` or ``"unknown"``): an identical,
+immediately repeated write (``send_message`` twice with the same text, a second
+``book_flight``) is flagged too — executing it again would duplicate the side effect,
+which BFCL's multi-turn environments show is the harmful case (DATA.md §2b: 190 of 1142
+duplicated gold calls changed the final state).  The call is not executed; the model gets
+the earlier result and a note saying the action was already done.  Tools where an
+identical repeat is meaningful (``cd("..")``, ``increment()``) should be declared
+``repeatable=True`` and are never flagged.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from toolguard.context import CheckContext, ProposedCall, canonical_args
+from toolguard.detectors.base import Detector
+from toolguard.types import Evidence, Verdict
+
+_MAX_REPLAY_CHARS = 4000
+
+
+class TimingDetector(Detector):
+    """Flags a repeat of a call that already succeeded with identical arguments.
+
+    Args:
+        max_replay_chars: The earlier result replayed to the model is cut to this many
+            characters.
+    """
+
+    kind: ClassVar = "timing"
+
+    def __init__(self, *, max_replay_chars: int = _MAX_REPLAY_CHARS) -> None:
+        if max_replay_chars < 0:
+            raise ValueError("max_replay_chars must be >= 0")
+        self.max_replay_chars = max_replay_chars
+
+    def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
+        """Look back through earlier calls for an identical, successful one."""
+        spec = ctx.specs.get(call.name)
+        if spec is None or spec.repeatable or call.args is None:
+            return None
+        key = canonical_args(call.args)
+        for prior in reversed(ctx.prior_calls):
+            if prior.name == call.name and prior.key == key:
+                if not prior.ok or prior.result is None:
+                    return None  # an earlier failure may legitimately be retried
+                replay = prior.result
+                if len(replay) > self.max_replay_chars:
+                    replay = replay[: self.max_replay_chars] + " ...(truncated)"
+                effect = spec.effects
+                what = (
+                    "returned this result already and nothing has changed since"
+                    if effect == "read"
+                    else "already ran successfully with these exact arguments; running it "
+                    "again would repeat its effect"
+                )
+                return Verdict(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    action="block",
+                    hallucination="timing",
+                    reason=(
+                        f"Not executed: '{call.name}' {what}. Use the earlier result below "
+                        "and continue with the next step (or give the final answer). If the "
+                        "user really wants it done again, ask the user to confirm."
+                    ),
+                    evidence=(
+                        Evidence(
+                            detector="timing",
+                            code="repeated_call",
+                            detail=f"identical call {call.name}({key[:200]}) already succeeded",
+                            value=key[:200],
+                        ),
+                    ),
+                    replay=replay,
+                )
+            if prior.ok and _may_change_world(ctx, prior.name):
+                return None  # the world may have changed since; a re-read is legitimate
+        return None
+
+
+def _may_change_world(ctx: CheckContext, name: str) -> bool:
+    spec = ctx.specs.get(name)
+    return spec is None or spec.effects != "read"

@@ -1,0 +1,112 @@
+"""Type hallucination: a fabricated tool, or an existing tool irrelevant to the request.
+
+RelyToolBench's *type* type (tool selection hallucination).  A tool that is not in
+the tool set is blocked with feedback listing the valid tools (as LangGraph's ToolNode
+words it).  An existing tool goes to a :class:`~toolguard.relevance.RelevanceJudge`
+(Relevant / Irrelevant / Unsure, the paper's "Check Tool Relevance" labels):
+``Irrelevant`` with a better tool in the set blocks the call and names that tool;
+``Irrelevant`` with none gives ``change_tools`` (RelyToolBench's ChangeTools).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rapidfuzz import process
+
+from toolguard.context import CheckContext, ProposedCall
+from toolguard.detectors.base import Detector
+from toolguard.relevance import RelevanceJudge, RelevanceResult
+from toolguard.types import Evidence, Verdict
+
+
+class TypeDetector(Detector):
+    """Blocks fabricated tools and judges the relevance of existing ones.
+
+    Args:
+        judge: The relevance judge, or ``None`` to check only for fabricated tools.
+    """
+
+    kind: ClassVar = "type"
+
+    def __init__(self, *, judge: RelevanceJudge | None = None) -> None:
+        self.judge = judge
+
+    def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
+        """Fabricated tool first, then relevance."""
+        fabricated = self._fabricated(call, ctx)
+        if fabricated is not None or self.judge is None or not ctx.request:
+            return fabricated
+        spec = ctx.specs[call.name]
+        result = self.judge.judge(ctx.request, spec, list(ctx.specs.values()))
+        return self._relevance_verdict(call, ctx, result)
+
+    async def acheck(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
+        """Async twin of :meth:`check`."""
+        fabricated = self._fabricated(call, ctx)
+        if fabricated is not None or self.judge is None or not ctx.request:
+            return fabricated
+        spec = ctx.specs[call.name]
+        result = await self.judge.ajudge(ctx.request, spec, list(ctx.specs.values()))
+        return self._relevance_verdict(call, ctx, result)
+
+    @staticmethod
+    def _fabricated(call: ProposedCall, ctx: CheckContext) -> Verdict | None:
+        if call.name in ctx.specs:
+            return None
+        names = list(ctx.specs)
+        close = process.extractOne(call.name, names, score_cutoff=80) if names else None
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        shown = names if len(names) <= 40 else [*names[:40], f"... ({len(names)} tools)"]
+        return Verdict(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            action="block",
+            hallucination="type",
+            reason=f"Error: {call.name!r} is not a valid tool, try one of [{', '.join(shown)}]."
+            + hint,
+            evidence=(
+                Evidence(
+                    detector="type",
+                    code="unknown_tool",
+                    detail=f"'{call.name}' is not in the tool set",
+                    value=call.name[:200],
+                ),
+            ),
+        )
+
+    @staticmethod
+    def _relevance_verdict(
+        call: ProposedCall, ctx: CheckContext, result: RelevanceResult
+    ) -> Verdict | None:
+        if result.label != "Irrelevant":
+            return None
+        evidence = (
+            Evidence(
+                detector="type",
+                code="irrelevant_tool",
+                detail=result.reason or f"'{call.name}' does not fit the request",
+                score=result.score,
+                value=call.name[:200],
+            ),
+        )
+        if result.alternatives:
+            alts = ", ".join(f"'{a}'" for a in result.alternatives)
+            return Verdict(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                action="block",
+                hallucination="type",
+                reason=f"Not executed: '{call.name}' does not fit the user's request "
+                f"({result.reason}). Consider {alts} instead.",
+                evidence=evidence,
+            )
+        return Verdict(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            action="change_tools",
+            hallucination="type",
+            reason=f"Not executed: no available tool fits the user's request ({result.reason}). "
+            "Tell the user this cannot be done with the current tools.",
+            evidence=evidence,
+        )

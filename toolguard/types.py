@@ -1,0 +1,96 @@
+"""Typed records that cross module boundaries: actions, hallucination types, verdicts.
+
+The taxonomy follows RelyToolBench (Xu et al., "Reducing Tool Hallucination via
+Reliability Alignment", 2025): a tool call can be hallucinated in its *type*
+(fabricated or irrelevant tool), its *timing* (an unnecessary repeat), its
+*format* (arguments that break the tool's schema) or its *content* (argument
+values not grounded in the conversation).  Indecisive actions are first-class:
+``ask_user`` is the paper's TalkToUser, ``change_tools`` its ChangeTools.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Action = Literal["allow", "block", "ask_user", "change_tools"]
+"""What happens to a proposed tool call.
+
+- ``allow``: the call goes on to the tool.
+- ``block``: the call never reaches the tool; the model gets actionable feedback.
+- ``ask_user``: information only the user can give is missing (RelyToolBench's TalkToUser).
+- ``change_tools``: no available tool fits the request (RelyToolBench's ChangeTools).
+"""
+
+HallucinationType = Literal["type", "timing", "format", "content"]
+"""RelyToolBench's four tool-hallucination types."""
+
+ACTIONS: tuple[Action, ...] = get_args(Action)
+HALLUCINATION_TYPES: tuple[HallucinationType, ...] = get_args(HallucinationType)
+
+
+class Evidence(BaseModel):
+    """One observation a detector based its decision on.
+
+    Attributes:
+        detector: Name of the detector that produced it (``"type"``, ``"format"``, ...).
+        code: Machine-readable label, e.g. ``"unknown_tool"``, ``"missing_required"``,
+            ``"ungrounded_value"``; BFCL's checker labels where one exists.
+        parameter: The argument concerned, as a JSON path (``"location"``, ``"items[0].id"``),
+            or ``None`` when the evidence is about the call as a whole.
+        value: The offending value (truncated to 200 characters when it is a long string).
+        detail: Human-readable explanation.
+        score: A similarity or confidence in ``[0, 1]`` where the detector computes one.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    detector: str
+    code: str
+    detail: str
+    parameter: str | None = None
+    value: Any = None
+    score: float | None = None
+
+
+class Verdict(BaseModel):
+    """The guard's decision on one proposed tool call.
+
+    Attributes:
+        tool_call_id: The ``id`` of the tool call (``None`` if the model gave none).
+        tool_name: The tool the model asked for, as written by the model.
+        action: One of :data:`Action`.
+        hallucination: One of :data:`HallucinationType`, or ``None`` for a clean call.
+            ``ask_user``/``change_tools`` may carry ``None`` when the call is not
+            hallucinated but the conditions are incomplete.
+        reason: Feedback the model can act on (sent back in the ``ToolMessage``).
+        evidence: What the decision rests on.
+        question: For ``ask_user``: the clarification question for the user.
+        replay: For ``timing``: the earlier, successful result of the identical call,
+            returned instead of executing the tool again.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_call_id: str | None
+    tool_name: str
+    action: Action
+    hallucination: HallucinationType | None = None
+    reason: str = ""
+    evidence: tuple[Evidence, ...] = Field(default_factory=tuple)
+    question: str | None = None
+    replay: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """``True`` when the call may go on to the tool."""
+        return self.action == "allow"
+
+    def feedback(self) -> str:
+        """Text for the ``ToolMessage`` that answers a call that was not allowed."""
+        if self.action == "allow":
+            return ""
+        if self.replay is not None:
+            return f"{self.reason}\nEarlier result:\n{self.replay}"
+        return self.reason
