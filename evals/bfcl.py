@@ -197,11 +197,19 @@ def _resolve(value: Any) -> Any:
     return value
 
 
-def gold_calls(record: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def gold_calls(
+    record: Mapping[str, Any], *, schema_aware: bool = True
+) -> list[tuple[str, dict[str, Any]]]:
     """The gold tool calls of a single-turn record, one concrete call per ``ground_truth`` entry.
 
-    Each parameter takes its first acceptable value that is not ``""`` (or ``None``, see
-    :func:`first_acceptable`); parameters with no such value are left out.
+    Each parameter takes its first acceptable value that is not ``""`` or ``None`` (see
+    :func:`first_acceptable`).  With ``schema_aware`` (the default) the first such value that
+    also validates against the parameter's schema in the record's doc is preferred, and a
+    parameter none of whose values validates is left out when ``""``/``None`` is acceptable:
+    BFCL lists e.g. ``unit: ["", "N/A"]`` for an enum of ``["seconds", "milliseconds"]``
+    or ``year: ["", "dontcare"]`` for an integer (37 live records), which its Python checker
+    tolerates but a JSON tool call should not send.  Parameters with no value left are
+    left out.
 
     Returns:
         ``[(function_name, {param: value}), ...]`` in gold order; ``[]`` for irrelevance.
@@ -209,18 +217,50 @@ def gold_calls(record: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     Raises:
         ValueError: If a gold entry is not a one-key mapping.
     """
+    docs = {d.get("name"): d for d in record.get("function") or [] if isinstance(d, Mapping)}
     out: list[tuple[str, dict[str, Any]]] = []
     for entry in record.get("ground_truth") or []:
         if not isinstance(entry, Mapping) or len(entry) != 1:
             raise ValueError(f"{record.get('id')}: gold entry is not {{name: params}}: {entry!r}")
         ((name, params),) = entry.items()
+        props = _doc_properties(docs.get(name)) if schema_aware else {}
         args: dict[str, Any] = {}
         for param, values in (params or {}).items():
-            value = first_acceptable(values)
+            value = _gold_value(values, props.get(param))
             if value is not _MISSING:
                 args[param] = value
         out.append((str(name), args))
     return out
+
+
+def _doc_properties(doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    if doc is None:
+        return {}
+    params = doc.get("parameters")
+    props = params.get("properties") if isinstance(params, Mapping) else None
+    return dict(props) if isinstance(props, Mapping) else {}
+
+
+def _gold_value(values: Any, schema: Any) -> Any:
+    if not isinstance(values, list) or not isinstance(schema, Mapping):
+        return first_acceptable(values)
+    candidates = [v for v in values if not (v is None or (isinstance(v, str) and v == ""))]
+    for v in candidates:
+        resolved = _resolve(v)
+        if _fits(resolved, schema):
+            return resolved
+    if len(candidates) < len(values):  # "" or None listed: leaving it out is acceptable
+        return _MISSING
+    return _resolve(candidates[0]) if candidates else _MISSING
+
+
+def _fits(value: Any, gorilla_schema: Mapping[str, Any]) -> bool:
+    from jsonschema import Draft202012Validator
+
+    from toolguard.specs import gorilla_to_json_schema
+
+    schema = gorilla_to_json_schema(gorilla_schema)
+    return Draft202012Validator(schema).is_valid(value)
 
 
 # ---------------------------------------------------------------------------- multi turn

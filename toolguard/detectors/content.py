@@ -36,7 +36,7 @@ from toolguard.specs import ToolSpec
 from toolguard.text import normalize
 from toolguard.types import Evidence, Verdict
 
-_NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
+_NUM = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$", re.I)
 _URL = re.compile(r"^(https?://|www\.)", re.I)
@@ -64,10 +64,19 @@ _FREE_TEXT_PARAM = re.compile(
     r"description|summary|comment|question|instruction|instructions|note|notes|reason|"
     r"unit|units|format|language|lang|sort|order|order_by|sort_by|mode|detail|details|"
     r"page|limit|offset|max_results|top_k|count|size|per_page|timeout|verbose|precision|"
-    r"round|decimal|decimals|tone|style)($|_)",
+    r"round|decimal|decimals|tone|style|command|cmd|code|script|expression|formula|equation|"
+    r"sql|regex|pattern|function|func)($|_)",
     re.I,
 )
 
+
+_RELATIVE_DATE = re.compile(
+    r"\b(today|tonight|tomorrow|yesterday|now|weekend|week|month|year|monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun|morning|"
+    r"afternoon|evening|noon|midnight|ago|later|next|last|this|upcoming|coming)\b",
+    re.I,
+)
+_CODE = re.compile(r"^[A-Z]{2,4}$")
 
 ContentLLMMode = Literal["off", "confirm", "always"]
 
@@ -80,6 +89,7 @@ class _Grounding:
     compact: str  # normalised, no separators at all
     tokens: frozenset[str]
     numbers: frozenset[float]
+    relative_dates: bool  # the text names a relative date ("this Friday", "tomorrow")
 
 
 def _numbers_in(text: str) -> set[float]:
@@ -87,9 +97,16 @@ def _numbers_in(text: str) -> set[float]:
     for m in _NUM.finditer(text):
         raw = m.group(0).replace(",", "")
         try:
-            out.add(float(raw))
+            x = float(raw)
         except ValueError:
             continue
+        out.add(x)
+        out.add(abs(x))
+    # every digit run on its own too: "2023.4.15", "5,10 and 15", "[22,33]"
+    out.update(float(d) for d in re.findall(r"\d+", text))
+    # two-digit years: "'19" grounds 2019 and 1919
+    for m in re.finditer(r"['’](\d{2})\b", text):
+        out.update((2000.0 + int(m.group(1)), 1900.0 + int(m.group(1))))
     for word in _TOKEN.findall(text.casefold()):
         if word in _WORD_NUMBERS:
             out.add(float(_WORD_NUMBERS[word]))
@@ -122,6 +139,7 @@ def build_grounding(texts: list[str]) -> _Grounding:
         compact=folded.replace(" ", ""),
         tokens=frozenset(folded.split()),
         numbers=frozenset(_numbers_in(normalize(joined))),
+        relative_dates=bool(_RELATIVE_DATE.search(joined)),
     )
 
 
@@ -214,7 +232,8 @@ class ContentDetector(Detector):
         if _FREE_TEXT_PARAM.search(leaf):
             return None
         if isinstance(value, (int, float)):
-            return "number"
+            # 0 and 1 are identities/defaults ("from rest", "a pizza"): inferable
+            return None if abs(value) in (0, 1) else "number"
         if not isinstance(value, str):
             return None
         v = value.strip()
@@ -226,10 +245,12 @@ class ContentDetector(Detector):
             return "url"
         if _DATE.match(v):
             return "date"
+        if _CODE.match(v):
+            return None  # "CA", "USD", "AAPL": codes inferable from common knowledge
         if _ID_LIKE.match(v):
             return "id"
         if re.fullmatch(r"[-+]?\d+(\.\d+)?", v):
-            return "number"
+            return None if abs(float(v)) in (0, 1) else "number"
         words = v.split()
         if len(words) <= 6 and any(w[:1].isupper() for w in words):
             return "name"
@@ -238,29 +259,67 @@ class ContentDetector(Detector):
     def _found(self, value: Any, g: _Grounding) -> bool:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             x = float(value)
-            return x in g.numbers or round(x * 100, 8) in g.numbers or (
+            return abs(x) in g.numbers or round(x * 100, 8) in g.numbers or (
                 x != 0 and round(x / 100, 10) in g.numbers)
-        text = _fold(str(value))
+        raw = str(value).strip()
+        if _DATE.match(raw):
+            return self._date_found(raw, g)
+        text = _fold(raw)
         if not text:
             return True
-        if f" {text} " in f" {g.text} " or (
-            len(text) >= 4 and text.replace(" ", "") in g.compact
-        ):
+        if self._phrase_found(text, g):
+            return True
+        # "Berkeley, CA", "Europe/London": any substantial segment grounds the value
+        segments = [_fold(p) for p in re.split(r"[,/;|]", raw)]
+        if len(segments) > 1:
+            return any(len(p) >= 4 and self._phrase_found(p, g) for p in segments)
+        return False
+
+    def _phrase_found(self, text: str, g: _Grounding) -> bool:
+        if f" {text} " in f" {g.text} " or (len(text) >= 4 and text.replace(" ", "") in g.compact):
             return True
         tokens = text.split()
-        hits = 0
-        for t in tokens:
-            if t in g.tokens:
-                hits += 1
-            elif t.replace(".", "").isdigit() and float(t) in g.numbers:
-                hits += 1
-            elif t in _WORD_NUMBERS and float(_WORD_NUMBERS[t]) in g.numbers:
-                hits += 1
-        if len(tokens) > 1 and hits / len(tokens) >= self.token_share:
+        if len(tokens) > 1:
+            initials = "".join(t[0] for t in tokens)
+            if len(initials) >= 2 and initials in g.tokens:  # "LA" for "Los Angeles"
+                return True
+            hits = sum(1 for t in tokens if self._token_found(t, g))
+            if hits / len(tokens) >= self.token_share:
+                return True
+        elif self._token_found(text, g) and not text.isdigit():
             return True
-        if len(text) >= 4 and len(text) <= 60:
+        if 4 <= len(text) <= 60:
             return fuzz.partial_ratio(text, g.text) >= self.fuzzy_threshold
         return False
+
+    @staticmethod
+    def _token_found(t: str, g: _Grounding) -> bool:
+        if t in g.tokens:
+            return True
+        if t.replace(".", "", 1).isdigit():
+            return float(t) in g.numbers
+        if t in _WORD_NUMBERS:
+            return float(_WORD_NUMBERS[t]) in g.numbers
+        # "san fran" ~ "san francisco", "german" ~ "germany": shared prefix of >= 5 letters
+        if len(t) >= 5:
+            return any(len(c) >= 5 and (c.startswith(t) or t.startswith(c))
+                       for c in g.tokens if c[:1] == t[:1])
+        return False
+
+    @staticmethod
+    def _date_found(raw: str, g: _Grounding) -> bool:
+        """A date is grounded if its day and month appear (as numbers or month names), or
+        the conversation uses a relative date the model had to resolve ("this Friday")."""
+        if g.relative_dates:
+            return True
+        parts = [float(p) for p in re.findall(r"\d+", raw)[:3]]
+        if len(parts) < 3:
+            return False
+        if parts[0] > 31:  # ISO: year-month-day
+            _, month, day = parts
+        else:  # 05/01/2023 (US) or 01/05/2023: either order
+            month, day = parts[0], parts[1]
+        return {month, day} <= g.numbers or {parts[0], parts[1]} <= g.numbers
 
     # ------------------------------------------------------------------ verdicts
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:

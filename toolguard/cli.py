@@ -1,0 +1,58 @@
+"""The ``toolguard`` command line (typer).
+
+- ``toolguard eval detectors --json PATH``: the labelled BFCL detector suite.
+- ``toolguard bench overhead``: the guard's per-call overhead and the guarded/plain
+  ToolNode step ratio.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+eval_app = typer.Typer(no_args_is_help=True, help="Reproducible evaluations.")
+bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (print numbers).")
+app.add_typer(eval_app, name="eval")
+app.add_typer(bench_app, name="bench")
+
+
+@eval_app.command("detectors")
+def eval_detectors(
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the perturbations.")] = 0,
+    limit: Annotated[
+        int | None, typer.Option(help="Records per BFCL category (default: the suite's own).")
+    ] = None,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(help="Guard mode(s): deterministic, deterministic-norelevance."),
+    ] = None,
+) -> None:
+    """Run Guard.check on a labelled suite built from BFCL v4 gold calls (DATA.md §2b)."""
+    from evals.detector_suite import main
+
+    kwargs: dict[str, object] = {"seed": seed}
+    if limit is not None:
+        kwargs["limit_per_category"] = limit
+    if mode:
+        kwargs["modes"] = tuple(mode)
+    main(str(json_path) if json_path else None, **kwargs)  # type: ignore[arg-type]
+
+
+@bench_app.command("overhead")
+def bench_overhead(
+    calls: Annotated[int, typer.Option(help="Guarded calls to time.")] = 2000,
+    steps: Annotated[int, typer.Option(help="Graph steps to time per variant.")] = 300,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the numbers here.")] = None,
+) -> None:
+    """Print the guard's p50/p99 per call (ms) and the guarded/plain ToolNode step ratio."""
+    from evals.bench_overhead import main
+
+    main(calls=calls, steps=steps, json_path=str(json_path) if json_path else None)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
