@@ -79,6 +79,8 @@ class CheckContext:
         tool_texts: Contents of earlier ``ToolMessage``s, oldest first.
         prior_calls: Earlier tool calls with their results, oldest first.
         request: The latest user message text ("" if none).
+        results_since_request: ``ToolMessage`` s after the latest user message (0 on the
+            first tool step of a turn).
         extra_grounding: Values grounded by other components (e.g. KG resolution).
     """
 
@@ -88,6 +90,7 @@ class CheckContext:
     tool_texts: list[str] = field(default_factory=list)
     prior_calls: list[PriorCall] = field(default_factory=list)
     request: str = ""
+    results_since_request: int = 0
     extra_grounding: list[str] = field(default_factory=list)
     _cache: dict[str, Any] = field(default_factory=dict)
 
@@ -255,6 +258,7 @@ def build_context(
     user_texts: list[str] = []
     tool_texts: list[str] = []
     request = ""
+    since_request = 0
     answers: dict[str, ToolMessage] = {}
     for m in history:
         if isinstance(m, ToolMessage):
@@ -266,8 +270,10 @@ def build_context(
             user_texts.append(text)
             if isinstance(m, HumanMessage):
                 request = text
+                since_request = 0
         elif isinstance(m, ToolMessage):
             tool_texts.append(message_text(m))
+            since_request += 1
         elif isinstance(m, AIMessage):
             for call in proposed_calls(m):
                 answer = answers.get(call.id or "")
@@ -289,5 +295,6 @@ def build_context(
         tool_texts=tool_texts,
         prior_calls=prior,
         request=request,
+        results_since_request=since_request,
         extra_grounding=list(extra_grounding),
     )

@@ -21,6 +21,7 @@ every call (``llm_mode="always"``).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,10 +74,25 @@ _FREE_TEXT_PARAM = re.compile(
 _RELATIVE_DATE = re.compile(
     r"\b(today|tonight|tomorrow|yesterday|now|weekend|week|month|year|monday|tuesday|"
     r"wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun|morning|"
-    r"afternoon|evening|noon|midnight|ago|later|next|last|this|upcoming|coming)\b",
+    r"afternoon|evening|noon|midnight|ago|later|next|last|this|upcoming|coming|past|decade|"
+    r"century|daily|weekly|monthly|yearly|annually|quarterly|hourly|\d+\s*[ap]\.?m)\b",
     re.I,
 )
 _CODE = re.compile(r"^[A-Z]{2,4}$")
+
+# numeric parameters that are settings or common knowledge (rule 3: "number of limits")
+_INFERABLE_NUMBER_PARAM = re.compile(
+    r"(^|_)(n|k|limit|top|top_k|page|outcomes|sides|cards|temperature|volume|threshold|"
+    r"permittivity|permeability|constant|factor)($|_|s$)",
+    re.I,
+)
+# time spans and calendar numbers: inferable when the user speaks in relative time
+# ("next week" -> days=7, "this year" -> year=2026, "monthly" -> periods=12)
+_TIME_NUMBER_PARAM = re.compile(
+    r"(^|_)(year|years|month|months|day|days|hour|hours|minute|minutes|second|seconds|"
+    r"duration|time[_]?frame|time[_]?span|period|periods|interval|ahead)($|_)",
+    re.I,
+)
 
 ContentLLMMode = Literal["off", "confirm", "always"]
 
@@ -89,6 +105,7 @@ class _Grounding:
     compact: str  # normalised, no separators at all
     tokens: frozenset[str]
     numbers: frozenset[float]
+    derived: frozenset[float]  # one arithmetic step over tool-result numbers
     relative_dates: bool  # the text names a relative date ("this Friday", "tomorrow")
 
 
@@ -104,6 +121,12 @@ def _numbers_in(text: str) -> set[float]:
         out.add(abs(x))
     # every digit run on its own too: "2023.4.15", "5,10 and 15", "[22,33]"
     out.update(float(d) for d in re.findall(r"\d+", text))
+    # "two dozen" grounds 24, "3 hundred" grounds 300
+    for m in re.finditer(r"\b(\d+|[a-z]+)\s+(dozen|hundred|thousand|million)\b", text, re.I):
+        head, unit = m.group(1).lower(), m.group(2).lower()
+        base = float(head) if head.isdigit() else _WORD_NUMBERS.get(head)
+        if base is not None:
+            out.add(float(base) * _WORD_NUMBERS[unit])
     # two-digit years: "'19" grounds 2019 and 1919
     for m in re.finditer(r"['’](\d{2})\b", text):
         out.update((2000.0 + int(m.group(1)), 1900.0 + int(m.group(1))))
@@ -126,33 +149,58 @@ def _numbers_in(text: str) -> set[float]:
     return out
 
 
-def _fold(text: str) -> str:
+def _snake(name: str) -> str:
+    """``ingredientLimit`` -> ``ingredient_limit``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def fold_text(text: str) -> str:
+    """Casefolded, accent-free tokens joined by single spaces (separators dropped)."""
     return " ".join(_TOKEN.findall(normalize(text)))
 
 
-def build_grounding(texts: list[str]) -> _Grounding:
-    """Normalise grounding texts once per check (shared by all calls)."""
+def build_grounding(texts: list[str], results: list[str] | None = None) -> _Grounding:
+    """Normalise grounding texts once per check (shared by all calls).
+
+    Args:
+        texts: Everything values may be quoted from (user turns, tool results, ...).
+        results: Tool results; numbers computed from one of them and any grounded number
+            with one step (``+ - * /``) count as grounded ("fill up to 50" after
+            ``fuelLevel: 10`` gives 40).  At most 40 result numbers are combined.
+    """
     joined = "\n".join(texts)
-    folded = _fold(joined)
+    numbers = _numbers_in(normalize(joined))
+    derived: set[float] = set()
+    if results:
+        from_results = sorted(_numbers_in(normalize("\n".join(results))))[:40]
+        for a in from_results:
+            for b in numbers:
+                derived.update((round(a + b, 6), round(abs(a - b), 6), round(a * b, 6)))
+                if b:
+                    derived.add(round(a / b, 6))
+                if a:
+                    derived.add(round(b / a, 6))
+    folded = fold_text(joined)
     return _Grounding(
         text=folded,
         compact=folded.replace(" ", ""),
         tokens=frozenset(folded.split()),
-        numbers=frozenset(_numbers_in(normalize(joined))),
+        numbers=frozenset(numbers),
+        derived=frozenset(derived),
         relative_dates=bool(_RELATIVE_DATE.search(joined)),
     )
 
 
-def _leaves(value: Any, path: str, schema: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+def iter_leaves(value: Any, path: str, schema: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
     sch = schema if isinstance(schema, dict) else {}
     if isinstance(value, dict):
         props = sch.get("properties") if isinstance(sch.get("properties"), dict) else {}
         for k, v in value.items():
-            yield from _leaves(v, f"{path}.{k}" if path else str(k), props.get(k, {}))
+            yield from iter_leaves(v, f"{path}.{k}" if path else str(k), props.get(k, {}))
     elif isinstance(value, (list, tuple)):
         items = sch.get("items", {})
         for i, v in enumerate(value[:50]):
-            yield from _leaves(v, f"{path}[{i}]", items)
+            yield from iter_leaves(v, f"{path}[{i}]", items)
     else:
         yield path, value, sch
 
@@ -209,15 +257,15 @@ class ContentDetector(Detector):
         if spec is None or not call.args:
             return []
         ground: _Grounding = ctx.memo("content.grounding", lambda: build_grounding(
-            ctx.grounding_texts))
+            ctx.grounding_texts, ctx.tool_texts))
         tool_text: _Grounding = ctx.memo(f"content.tool.{spec.name}", lambda: build_grounding(
             [spec.description, json.dumps(spec.parameters, default=str)]))
         out: list[tuple[str, Any, str]] = []
-        for path, value, schema in _leaves(call.args, "", {"properties": spec.properties}):
+        for path, value, schema in iter_leaves(call.args, "", {"properties": spec.properties}):
             why = self._needs_fact(path, value, schema)
             if why is None:
                 continue
-            if self._found(value, ground) or self._found(value, tool_text):
+            if self._found(value, ground, why) or self._found(value, tool_text):
                 continue
             out.append((path, value, why))
         return out
@@ -233,7 +281,10 @@ class ContentDetector(Detector):
             return None
         if isinstance(value, (int, float)):
             # 0 and 1 are identities/defaults ("from rest", "a pizza"): inferable
-            return None if abs(value) in (0, 1) else "number"
+            name = _snake(leaf)
+            if abs(value) in (0, 1) or _INFERABLE_NUMBER_PARAM.search(name):
+                return None
+            return "time number" if _TIME_NUMBER_PARAM.search(name) else "number"
         if not isinstance(value, str):
             return None
         v = value.strip()
@@ -256,21 +307,23 @@ class ContentDetector(Detector):
             return "name"
         return None
 
-    def _found(self, value: Any, g: _Grounding) -> bool:
+    def _found(self, value: Any, g: _Grounding, kind: str = "") -> bool:
+        if kind == "time number" and g.relative_dates:
+            return True
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             x = float(value)
             return abs(x) in g.numbers or round(x * 100, 8) in g.numbers or (
-                x != 0 and round(x / 100, 10) in g.numbers)
+                x != 0 and round(x / 100, 10) in g.numbers) or round(abs(x), 6) in g.derived
         raw = str(value).strip()
         if _DATE.match(raw):
             return self._date_found(raw, g)
-        text = _fold(raw)
+        text = fold_text(raw)
         if not text:
             return True
         if self._phrase_found(text, g):
             return True
         # "Berkeley, CA", "Europe/London": any substantial segment grounds the value
-        segments = [_fold(p) for p in re.split(r"[,/;|]", raw)]
+        segments = [fold_text(p) for p in re.split(r"[,/;|]", raw)]
         if len(segments) > 1:
             return any(len(p) >= 4 and self._phrase_found(p, g) for p in segments)
         return False
@@ -300,10 +353,18 @@ class ContentDetector(Detector):
             return float(t) in g.numbers
         if t in _WORD_NUMBERS:
             return float(_WORD_NUMBERS[t]) in g.numbers
-        # "san fran" ~ "san francisco", "german" ~ "germany": shared prefix of >= 5 letters
-        if len(t) >= 5:
-            return any(len(c) >= 5 and (c.startswith(t) or t.startswith(c))
-                       for c in g.tokens if c[:1] == t[:1])
+        if len(t) < 4:
+            return False
+        # abbreviations and typos: "fran" ~ "francisco", "philly" ~ "philadelphia",
+        # "german" ~ "germany", "chcicago" ~ "chicago"
+        for c in g.tokens:
+            if c[:1] != t[:1] or len(c) < 4:
+                continue
+            shared = len(os.path.commonprefix([c, t]))
+            if shared >= 4 and shared >= 0.6 * min(len(c), len(t)):
+                return True
+            if len(t) >= 5 and len(c) >= 5 and fuzz.ratio(c, t) >= 85:
+                return True
         return False
 
     @staticmethod

@@ -23,6 +23,11 @@ from toolguard.types import Evidence, Verdict
 class TypeDetector(Detector):
     """Blocks fabricated tools and judges the relevance of existing ones.
 
+    Relevance is judged only on the first tool step of a user turn (no tool result since
+    the latest user message) and only for a tool not already used successfully in the
+    conversation: later steps chain helper tools (``get_zipcode`` before
+    ``estimate_distance``) whose link to the request a judge cannot see.
+
     Args:
         judge: The relevance judge, or ``None`` to check only for fabricated tools.
     """
@@ -35,7 +40,7 @@ class TypeDetector(Detector):
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
         """Fabricated tool first, then relevance."""
         fabricated = self._fabricated(call, ctx)
-        if fabricated is not None or self.judge is None or not ctx.request:
+        if fabricated is not None or self.judge is None or not self._judged(call, ctx):
             return fabricated
         spec = ctx.specs[call.name]
         result = self.judge.judge(ctx.request, spec, list(ctx.specs.values()))
@@ -44,11 +49,18 @@ class TypeDetector(Detector):
     async def acheck(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
         """Async twin of :meth:`check`."""
         fabricated = self._fabricated(call, ctx)
-        if fabricated is not None or self.judge is None or not ctx.request:
+        if fabricated is not None or self.judge is None or not self._judged(call, ctx):
             return fabricated
         spec = ctx.specs[call.name]
         result = await self.judge.ajudge(ctx.request, spec, list(ctx.specs.values()))
         return self._relevance_verdict(call, ctx, result)
+
+    @staticmethod
+    def _judged(call: ProposedCall, ctx: CheckContext) -> bool:
+        """Whether relevance is judged for this call (see class docstring)."""
+        if not ctx.request or ctx.results_since_request > 0:
+            return False
+        return not any(p.name == call.name and p.ok for p in ctx.prior_calls)
 
     @staticmethod
     def _fabricated(call: ProposedCall, ctx: CheckContext) -> Verdict | None:
@@ -110,3 +122,4 @@ class TypeDetector(Detector):
             "Tell the user this cannot be done with the current tools.",
             evidence=evidence,
         )
+
