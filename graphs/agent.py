@@ -21,7 +21,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Checkpointer
 
 from toolguard.guard import Guard
-from toolguard.node import AskUserMode, GuardNode, GuardState
+from toolguard.node import AskUserMode, GuardNode, GuardState, needs_guard
 
 
 def _model_node(
@@ -40,6 +40,10 @@ def _model_node(
         return {"messages": [await bound.ainvoke(_prompt(state), config)]}
 
     return RunnableLambda(call, afunc=acall, name="model")
+
+
+def _to_guard(state: dict[str, Any]) -> str:
+    return "guard" if needs_guard(state) else END
 
 
 def create_plain_agent(
@@ -108,7 +112,7 @@ def create_guarded_agent(
     builder.add_node("guard", node)
     builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=handle_tool_errors))
     builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", tools_condition, {"tools": "guard", END: END})
+    builder.add_conditional_edges("model", _to_guard, {"guard": "guard", END: END})
     builder.add_conditional_edges("guard", node.route, ["tools", "model", END])
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer, name="guarded_agent")

@@ -136,11 +136,6 @@ def test_no_fitting_tool_at_all_is_change_tools() -> None:
     assert verdict.hallucination == "type"
 
 
-@pytest.mark.xfail(
-    reason="BUG: LexicalRelevanceJudge stems 'times' (multiplication) to 'time' and blocks the "
-    "gold CalcProduct call of live_multiple_193-87-0 in favour of getCurrentTime",
-    strict=True,
-)
 def test_lexical_relevance_does_not_block_gold_multiplication(bfcl: Any) -> None:
     record = bfcl("live_multiple", "live_multiple_193-87-0")  # "How much is 394 times 213?"
     verdict = _only(Guard(record.functions).check(record.messages()))
@@ -235,23 +230,12 @@ def test_allow_unknown_keys() -> None:
         msgs)).allowed
 
 
-@pytest.mark.xfail(
-    reason="BUG: BFCL puts 'enum' on array parameters to list the allowed ITEMS; "
-    "gorilla_to_json_schema keeps it on the array, so every array value (the gold "
-    "['temperature', 'humidity'] of live_multiple_152-58-6, and even []) fails validation",
-    strict=True,
-)
 def test_array_enum_of_bfcl_docs_applies_to_items(bfcl: Any) -> None:
     record = bfcl("live_multiple", "live_multiple_152-58-6")
     verdict = _only(Guard(record.functions).check(record.messages()))
     assert verdict.allowed, verdict.reason
 
 
-@pytest.mark.xfail(
-    reason="BUG: FormatDetector caches validators by tool NAME; an instance shared by two "
-    "Guards whose tools share a name but not a schema validates with the stale schema",
-    strict=True,
-)
 def test_shared_format_detector_uses_each_guards_schema() -> None:
     detector = FormatDetector()
     as_int = ToolSpec(name="f", parameters={"type": "object",
@@ -373,12 +357,6 @@ def test_replay_is_truncated() -> None:
         TimingDetector(max_replay_chars=-1)
 
 
-@pytest.mark.xfail(
-    reason="BUG: after the guard blocks a timing repeat (its ToolMessage has status='error'), "
-    "the NEXT identical repeat is allowed: TimingDetector stops at the newest matching prior "
-    "call, sees a failure and returns None, although an older identical call succeeded",
-    strict=True,
-)
 def test_third_identical_call_after_a_blocked_repeat_is_still_a_repeat(
     episode: BfclEpisode,
 ) -> None:
@@ -392,12 +370,6 @@ def test_third_identical_call_after_a_blocked_repeat_is_still_a_repeat(
     assert _only(guard.check([*history, third])).hallucination == "timing"
 
 
-@pytest.mark.xfail(
-    reason="BUG: the timing verdict depends on the arbitrary order of PARALLEL calls in one "
-    "AIMessage: a sibling (unknown effects) listed after the original call counts as an "
-    "intervening world change, one listed before it does not",
-    strict=True,
-)
 def test_timing_does_not_depend_on_the_order_of_parallel_calls() -> None:
     tools = [{"name": n, "description": f"{n} of a city", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}}}
@@ -507,12 +479,6 @@ def test_content_check_of_each_call_is_independent(bfcl: Any) -> None:
     assert [v.tool_call_id for v in verdicts] == ["call_0", "call_1"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: _FREE_TEXT_PARAM matches 'order' inside 'order_id' (also discount_code, "
-    "referral_code, message_id, zip_code...), so a fabricated id is never checked; "
-    "BFCL's TradingBot.cancel_order(order_id) shows it",
-    strict=True,
-)
 def test_fabricated_order_id_is_a_content_hallucination() -> None:
     docs = read_jsonl(require_bfcl() / "multi_turn_func_doc" / "trading_bot.json")
     cancel = next(d for d in docs if d["name"] == "cancel_order")
@@ -521,12 +487,6 @@ def test_fabricated_order_id_is_a_content_hallucination() -> None:
     assert _only(Guard([cancel]).check(msgs)).action == "ask_user"
 
 
-@pytest.mark.xfail(
-    reason="BUG: ContentDetector treats every date as grounded when the conversation contains "
-    "any word of _RELATIVE_DATE, which includes 'this', 'now', 'next', 'last', 'year', 'sun'; "
-    "'Book this flight' makes an invented 2024-12-25 grounded",
-    strict=True,
-)
 def test_invented_date_is_not_grounded_by_the_word_this() -> None:
     tool = {"name": "book_flight", "description": "Book a flight.", "parameters": {
         "type": "object", "properties": {"destination": {"type": "string"},

@@ -243,7 +243,7 @@ def test_graph_shape() -> None:
         ("tools", "model", False),
     }
     mermaid = guarded.draw_mermaid()
-    assert "model -. &nbsp;tools&nbsp; .-> guard;" in mermaid
+    assert "model -.-> guard;" in mermaid
     assert "guard -.-> tools;" in mermaid
     plain = create_plain_agent(model, Recorder().tools()).get_graph()
     assert set(plain.nodes) == {"__start__", "model", "tools", "__end__"}
@@ -311,12 +311,6 @@ def test_guarded_agent_on_a_real_bfcl_environment(episode: BfclEpisode) -> None:
     assert_every_call_answered_once(out["messages"])
 
 
-@pytest.mark.xfail(
-    reason="BUG: a blocked call whose tool call id is None is answered with tool_call_id='' "
-    "but GuardNode.route (_pending) compares ids, still sees it pending and SENDS it to the "
-    "tools: the blocked call executes, then ToolNode fails on ToolMessage(tool_call_id=None)",
-    strict=True,
-)
 def test_blocked_call_without_an_id_never_executes(recorder: Recorder) -> None:
     model = ScriptedChatModel(script=[
         ai_calls(("get_weather", {"city": "Paris"}, "a")),
@@ -331,13 +325,6 @@ def test_blocked_call_without_an_id_never_executes(recorder: Recorder) -> None:
         assert recorder.calls == [("get_weather", {"city": "Paris"})]
 
 
-@pytest.mark.xfail(
-    reason="BUG: on resume LangGraph re-runs the guard node, and the guard re-asks the LLM "
-    "judge; a judge that answers differently the second time (any sampled LLM) turns the "
-    "ask_user into allow: the user's answer is discarded, the guessed call executes and "
-    "asked_user is never counted. Verdicts are not kept across the interrupt",
-    strict=True,
-)
 def test_interrupted_verdict_is_not_re_judged_on_resume(recorder: Recorder) -> None:
     judge = ScriptedChatModel(script=[AIMessage('{"reason": "guess", "label": "Untruthful"}'),
                                       AIMessage('{"reason": "fine", "label": "Truthful"}')])

@@ -177,12 +177,6 @@ async def test_guard_with_llm_relevance_sync_and_async() -> None:
     assert crashing.check(_flights_call())[0].allowed
 
 
-@pytest.mark.xfail(
-    reason="BUG: LLMRelevanceJudge fills the prompt's 'Tool Description (description and "
-    "parameters)' slot with the description only; the prompt file says it should carry the "
-    "parameter schema too (the paper's 'Tool Parameter' slot)",
-    strict=True,
-)
 def test_llm_relevance_prompt_carries_the_parameters() -> None:
     model = ScriptedChatModel(script=[_answer("Relevant")])
     LLMRelevanceJudge(model).judge("Flights from Paris to Rome", FLIGHTS, [FLIGHTS])

@@ -266,13 +266,6 @@ def test_from_toolbench_parameter_types_and_optional_defaults() -> None:
     assert "default" not in spec.properties["adult"]  # "" is no default
 
 
-@pytest.mark.xfail(
-    reason="BUG: from_toolbench keeps raw parameter names, but ToolBench's "
-    "api_json_to_openai_json exposes change_name(standardize(name)) ('id' -> 'is_id', "
-    "'orderBy' -> 'orderby'; 2001 of 11261 RelyToolBench parameters), so a model's correct "
-    "call is blocked as a format hallucination",
-    strict=True,
-)
 def test_from_toolbench_parameter_names_match_what_the_model_sees() -> None:
     api = next(a for a in _relytoolbench_record(2213)["api_list"]
                if a["api_name"] == "MatchIncidents")
@@ -283,12 +276,6 @@ def test_from_toolbench_parameter_names_match_what_the_model_sees() -> None:
     assert [v.action for v in Guard([spec]).check(msgs)] == ["allow"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: from_toolbench drops the 'default' of required parameters, which ToolBench "
-    "shows the model as example_value (3768 required RelyToolBench parameters have one); "
-    "the content rule 2 (values in the tool description are truthful) then cannot see it",
-    strict=True,
-)
 def test_from_toolbench_keeps_example_values_of_required_parameters() -> None:
     api = next(a for a in _relytoolbench_record(2213)["api_list"]
                if a["api_name"] == "MatchIncidents")

@@ -24,7 +24,7 @@ from langchain_core.messages import (
 
 from toolguard.specs import ToolSpec
 
-MAX_ARGS_CHARS = 1_000_000
+MAX_ARGS_CHARS = 4_000_000
 """Arguments whose JSON is longer than this (characters) are not parsed; they are a format error."""
 
 
@@ -59,6 +59,7 @@ class PriorCall:
         result: The content of the answering ``ToolMessage`` as text, or ``None`` if unanswered.
         ok: ``True`` if the answer came back successfully (status ``success`` and no error payload).
         position: Index of the ``AIMessage`` that made the call, in the message list.
+        refused: ``True`` if toolguard answered the call instead of the tool (it never ran).
     """
 
     name: str
@@ -66,6 +67,7 @@ class PriorCall:
     result: str | None
     ok: bool
     position: int
+    refused: bool = False
 
 
 @dataclass(slots=True)
@@ -163,6 +165,11 @@ def is_error_result(message: ToolMessage) -> bool:
     return False
 
 
+def _refused_by_guard(message: ToolMessage) -> bool:
+    artifact = message.artifact
+    return isinstance(artifact, Mapping) and "toolguard" in artifact
+
+
 def proposed_calls(message: AIMessage) -> list[ProposedCall]:
     """The calls of an ``AIMessage``: ``tool_calls`` in order, then ``invalid_tool_calls``.
 
@@ -182,6 +189,9 @@ def proposed_calls(message: AIMessage) -> list[ProposedCall]:
             args = {}
         elif not isinstance(args, dict):
             error = f"arguments must be a JSON object, got {type(args).__name__}"
+            args = None
+        elif (size := _json_size(args)) > MAX_ARGS_CHARS:
+            error = f"arguments are {size} characters long as JSON (limit {MAX_ARGS_CHARS})"
             args = None
         out.append(
             ProposedCall(
@@ -209,6 +219,13 @@ def proposed_calls(message: AIMessage) -> list[ProposedCall]:
             )
         )
     return out
+
+
+def _json_size(args: dict[str, Any]) -> int:
+    try:
+        return len(json.dumps(args, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return MAX_ARGS_CHARS + 1
 
 
 def parse_args(raw: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -284,6 +301,7 @@ def build_context(
                         result=None if answer is None else message_text(answer),
                         ok=answer is not None and not is_error_result(answer),
                         position=pos,
+                        refused=answer is not None and _refused_by_guard(answer),
                     )
                 )
         elif getattr(m, "type", None) in ("human", "system"):

@@ -35,6 +35,7 @@ from langgraph.graph import END, MessagesState
 from langgraph.types import Send, interrupt
 from typing_extensions import TypedDict
 
+from toolguard.context import parse_args
 from toolguard.guard import Guard
 from toolguard.types import HALLUCINATION_TYPES, Verdict
 
@@ -126,6 +127,10 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         self.ask_user = ask_user
         self.tools_node = tools_node
         self.model_node = model_node
+        # verdicts of steps waiting on an interrupt, so a resume does not re-judge them
+        # (an LLM judge could answer differently); in-process, bounded
+        self._memo: dict[tuple[Any, ...], list[Verdict]] = {}
+        self._memo_size = 1024
 
     # ------------------------------------------------------------------ node
     def _messages(self, state: Any) -> list[AnyMessage]:
@@ -135,30 +140,58 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
             raise ValueError(f"GuardNode: no messages under {self.messages_key!r}")
         return list(msgs)
 
-    def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    def _prepare(
+        self, state: Any, config: RunnableConfig
+    ) -> tuple[list[AnyMessage], AIMessage | None, list[Verdict] | None, tuple[Any, ...] | None]:
+        """Messages with unique call ids, the rewritten AIMessage (if ids were fixed), the
+        verdicts remembered for this step (a resume re-runs the node), and the memo key."""
         messages = self._messages(state)
-        if not _pending(messages):
-            return {}
-        verdicts = self.guard.check(messages)
-        return self._update(messages, verdicts, config)
+        last = messages[-1]
+        if not isinstance(last, AIMessage) or not (last.tool_calls or last.invalid_tool_calls):
+            return messages, None, [], None
+        fixed = _with_unique_ids(last)
+        if fixed is not None:
+            messages = [*messages[:-1], fixed]
+        conf = config.get("configurable") or {}
+        key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""), last.id,
+               len(messages)) if last.id and conf.get("thread_id") is not None else None
+        return messages, fixed, self._memo.get(key) if key else None, key
+
+    def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages, fixed, verdicts, key = self._prepare(state, config)
+        if verdicts is None:
+            verdicts = self.guard.check(messages)
+        return self._update(messages, fixed, verdicts, config, key)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        messages = self._messages(state)
-        if not _pending(messages):
-            return {}
-        verdicts = await self.guard.acheck(messages)
-        return self._update(messages, verdicts, config)
+        messages, fixed, verdicts, key = self._prepare(state, config)
+        if verdicts is None:
+            verdicts = await self.guard.acheck(messages)
+        return self._update(messages, fixed, verdicts, config, key)
 
     def _update(
-        self, messages: list[AnyMessage], verdicts: list[Verdict], config: RunnableConfig
+        self,
+        messages: list[AnyMessage],
+        fixed: AIMessage | None,
+        verdicts: list[Verdict],
+        config: RunnableConfig,
+        key: tuple[Any, ...] | None,
     ) -> dict[str, Any]:
         """Shared by sync and async: ToolMessages for refused calls, interrupt or question."""
-        out: list[BaseMessage] = []
+        if not verdicts:
+            return {}
+        out: list[BaseMessage] = [fixed] if fixed is not None else []
         asks = [v for v in verdicts if v.action == "ask_user"]
         end_turn = bool(asks) and not self._can_interrupt(config)
         answers: dict[str, str] = {}
         if asks and not end_turn:
+            if key is not None:  # the resume re-runs this node: keep the verdicts asked about
+                self._memo[key] = verdicts
+                while len(self._memo) > self._memo_size:
+                    self._memo.pop(next(iter(self._memo)))
             answers = _collect_answers(asks)
+            if key is not None:
+                self._memo.pop(key, None)
         for v in verdicts:
             call_id = v.tool_call_id or ""
             if v.action == "ask_user" and not end_turn:
@@ -208,10 +241,56 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
             return self.model_node
         snapshot = dict(state) if isinstance(state, Mapping) else state
         return [
-            Send(self.tools_node, {"__type": "tool_call_with_context", "tool_call": call,
-                                   "state": snapshot})
+            Send(self.tools_node, {"__type": "tool_call_with_context",
+                                   "tool_call": _parsed(call), "state": snapshot})
             for call in pending
         ]
+
+
+def needs_guard(state: Any, *, messages_key: str = "messages") -> bool:
+    """Whether the last message is an ``AIMessage`` with tool calls, valid or not.
+
+    Use it instead of ``tools_condition`` in front of the guard: a message with only
+    ``invalid_tool_calls`` (malformed arguments) must reach the guard to be answered.
+    """
+    msgs = state.get(messages_key) if isinstance(state, Mapping) else getattr(
+        state, messages_key, None)
+    last = msgs[-1] if msgs else None
+    return isinstance(last, AIMessage) and bool(last.tool_calls or last.invalid_tool_calls)
+
+
+def _parsed(call: Any) -> Any:
+    """A tool call whose JSON-string arguments are parsed (the guard already checked them)."""
+    if isinstance(call.get("args"), str):
+        args, _ = parse_args(call["args"])
+        return {**call, "args": args or {}}
+    return call
+
+
+def _with_unique_ids(message: AIMessage) -> AIMessage | None:
+    """A copy of ``message`` whose tool calls all have distinct, non-empty ids, or ``None``
+    if they already do.  The copy keeps the message id, so ``add_messages`` replaces it."""
+    seen: set[str] = set()
+    changed = False
+    calls = []
+    for i, tc in enumerate(message.tool_calls):
+        cid = tc.get("id") or f"toolguard_call_{i}"
+        while cid in seen:
+            cid = f"{cid}_{i}"
+        changed |= cid != tc.get("id")
+        seen.add(cid)
+        calls.append({**tc, "id": cid})
+    invalid = []
+    for j, itc in enumerate(message.invalid_tool_calls):
+        cid = itc.get("id") or f"toolguard_invalid_{j}"
+        while cid in seen:
+            cid = f"{cid}_{j}"
+        changed |= cid != itc.get("id")
+        seen.add(cid)
+        invalid.append({**itc, "id": cid})
+    if not changed:
+        return None
+    return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
 
 
 def _pending(messages: Sequence[BaseMessage]) -> list[Any]:
@@ -259,4 +338,5 @@ __all__ = [
     "GuardState",
     "count_verdicts",
     "merge_counters",
+    "needs_guard",
 ]

@@ -18,6 +18,7 @@ detector turns ``Irrelevant`` into ``block`` (a better tool exists) or ``change_
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import lru_cache
@@ -284,7 +285,9 @@ class LLMRelevanceJudge(RelevanceJudge):
 
     @staticmethod
     def _fields(request: str, tool: ToolSpec) -> dict[str, Any]:
-        return {"query": request, "tool_name": tool.name, "tool_description": tool.description}
+        desc = json.dumps({"description": tool.description, "parameters": tool.parameters},
+                          default=str)[:6000]
+        return {"query": request, "tool_name": tool.name, "tool_description": desc}
 
     @staticmethod
     def _result(label: str, reason: str) -> RelevanceResult:

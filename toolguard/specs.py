@@ -158,15 +158,17 @@ class ToolSpec(BaseModel):
         required: list[str] = []
         for group in ("required_parameters", "optional_parameters"):
             for p in api.get(group) or []:
-                pname = str(p.get("name", ""))
+                pname = _change_name(_standardize(str(p.get("name", ""))))
                 if not pname:
                     continue
                 prop: dict[str, Any] = {
                     "type": _TOOLBENCH_TYPES.get(str(p.get("type", "STRING")).upper(), "string"),
                     "description": str(p.get("description") or ""),
                 }
-                if group == "optional_parameters" and p.get("default") not in (None, ""):
-                    prop["default"] = p["default"]
+                if p.get("default") not in (None, ""):
+                    prop["example_value"] = p["default"]  # as ToolBench shows it to the model
+                    if group == "optional_parameters":
+                        prop["default"] = p["default"]
                 props[pname] = prop
                 if group == "required_parameters":
                     required.append(pname)
@@ -244,15 +246,22 @@ def gorilla_to_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = [gorilla_to_json_schema(v) if isinstance(v, Mapping) else v for v in value]
         else:
             out[key] = value
+    # BFCL puts "enum" on array parameters to list the allowed items
+    if out.get("type") == "array" and "enum" in out:
+        items = dict(out.get("items") or {}) if isinstance(out.get("items"), Mapping) else {}
+        items.setdefault("enum", out.pop("enum"))
+        out["items"] = items
     return out
 
 
 def toolbench_name(api_name: str, tool_name: str) -> str:
     """ToolBench's tool naming: ``change_name(standardize(api)) + "_for_" + standardize(tool)``."""
-    api = _standardize(api_name)
-    if api in {"from", "class", "return", "false", "true", "id", "and"}:
-        api = "is_" + api
-    return f"{api}_for_{_standardize(tool_name)}"[-64:]
+    return f"{_change_name(_standardize(api_name))}_for_{_standardize(tool_name)}"[-64:]
+
+
+def _change_name(name: str) -> str:
+    """ToolBench's ``change_name``: Python keywords get an ``is_`` prefix."""
+    return "is_" + name if name in {"from", "class", "return", "false", "true", "id", "and"} else name
 
 
 def _standardize(text: str) -> str:

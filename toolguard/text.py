@@ -24,7 +24,8 @@ STOPWORDS = frozenset(
     then now up down out over under again further once using use used given based provide provided
     specified specific particular certain one two function method api tool return returns returned
     value values parameter parameters default optional required type string integer number list
-    dict object array boolean true false null none e g eg ie etc""".split()
+    dict object array boolean true false null none e g eg ie etc
+    times""".split()  # "394 times 213" is arithmetic, not about time
 )
 
 

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_REASON_CHARS = 4000
+"""Reasons longer than this are cut: feedback must stay bounded whatever the model sent."""
+MAX_DETAIL_CHARS = 1000
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 Action = Literal["allow", "block", "ask_user", "change_tools"]
 """What happens to a proposed tool call.
@@ -53,6 +62,16 @@ class Evidence(BaseModel):
     value: Any = None
     score: float | None = None
 
+    @field_validator("detail")
+    @classmethod
+    def _bounded_detail(cls, v: str) -> str:
+        return clip(v, MAX_DETAIL_CHARS)
+
+    @field_validator("parameter")
+    @classmethod
+    def _bounded_parameter(cls, v: str | None) -> str | None:
+        return None if v is None else clip(v, 200)
+
 
 class Verdict(BaseModel):
     """The guard's decision on one proposed tool call.
@@ -81,6 +100,16 @@ class Verdict(BaseModel):
     evidence: tuple[Evidence, ...] = Field(default_factory=tuple)
     question: str | None = None
     replay: str | None = None
+
+    @field_validator("reason")
+    @classmethod
+    def _bounded_reason(cls, v: str) -> str:
+        return clip(v, MAX_REASON_CHARS)
+
+    @field_validator("question")
+    @classmethod
+    def _bounded_question(cls, v: str | None) -> str | None:
+        return None if v is None else clip(v, MAX_DETAIL_CHARS)
 
     @property
     def allowed(self) -> bool:

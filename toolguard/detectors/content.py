@@ -66,16 +66,19 @@ _FREE_TEXT_PARAM = re.compile(
     r"unit|units|format|language|lang|sort|order|order_by|sort_by|mode|detail|details|"
     r"page|limit|offset|max_results|top_k|count|size|per_page|timeout|verbose|precision|"
     r"round|decimal|decimals|tone|style|command|cmd|code|script|expression|formula|equation|"
-    r"sql|regex|pattern|function|func)($|_)",
+    r"sql|regex|pattern|function|func)$",
     re.I,
 )
 
 
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _RELATIVE_DATE = re.compile(
-    r"\b(today|tonight|tomorrow|yesterday|now|weekend|week|month|year|monday|tuesday|"
-    r"wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun|morning|"
-    r"afternoon|evening|noon|midnight|ago|later|next|last|this|upcoming|coming|past|decade|"
-    r"century|daily|weekly|monthly|yearly|annually|quarterly|hourly|\d+\s*[ap]\.?m)\b",
+    r"\b(?:today|tonight|tomorrow|yesterday|weekend|" + _WEEKDAY + r"|"
+    r"(?:this|next|last|past|coming|upcoming)\s+(?:hour|day|week|month|year|decade|century|"
+    r"quarter|weekend|morning|afternoon|evening|night|" + _WEEKDAY + r")|"
+    r"(?:\d+|[a-z]+)\s+(?:hours?|days?|weeks?|months?|years?)\s+(?:ago|from now)|"
+    r"(?:daily|weekly|monthly|yearly|annually|quarterly|hourly)|"
+    r"\d{1,2}\s*[ap]\.?m\.?)(?![a-z])",
     re.I,
 )
 _CODE = re.compile(r"^[A-Z]{2,4}$")
@@ -83,14 +86,14 @@ _CODE = re.compile(r"^[A-Z]{2,4}$")
 # numeric parameters that are settings or common knowledge (rule 3: "number of limits")
 _INFERABLE_NUMBER_PARAM = re.compile(
     r"(^|_)(n|k|limit|top|top_k|page|outcomes|sides|cards|temperature|volume|threshold|"
-    r"permittivity|permeability|constant|factor)($|_|s$)",
+    r"permittivity|permeability|constant|factor)s?$",
     re.I,
 )
 # time spans and calendar numbers: inferable when the user speaks in relative time
 # ("next week" -> days=7, "this year" -> year=2026, "monthly" -> periods=12)
 _TIME_NUMBER_PARAM = re.compile(
     r"(^|_)(year|years|month|months|day|days|hour|hours|minute|minutes|second|seconds|"
-    r"duration|time[_]?frame|time[_]?span|period|periods|interval|ahead)($|_)",
+    r"duration|time[_]?frame|time[_]?span|period|periods|interval|ahead)$",
     re.I,
 )
 
@@ -277,7 +280,7 @@ class ContentDetector(Detector):
         if "enum" in schema or ("default" in schema and schema.get("default") == value):
             return None
         leaf = re.sub(r"\[\d+\]", "", path).rsplit(".", 1)[-1]
-        if _FREE_TEXT_PARAM.search(leaf):
+        if _FREE_TEXT_PARAM.search(_snake(leaf)):
             return None
         if isinstance(value, (int, float)):
             # 0 and 1 are identities/defaults ("from rest", "a pizza"): inferable

@@ -54,10 +54,10 @@ class FormatDetector(Detector):
             raise ValueError("max_errors must be >= 1")
         self.allow_unknown_keys = allow_unknown_keys
         self.max_errors = max_errors
-        self._validators: dict[str, Draft202012Validator | None] = {}
+        self._validators: dict[ToolSpec, Draft202012Validator | None] = {}
 
     def _validator(self, spec: ToolSpec) -> Draft202012Validator | None:
-        if spec.name not in self._validators:
+        if spec not in self._validators:
             try:
                 Draft202012Validator.check_schema(spec.parameters)
                 validator: Draft202012Validator | None = Draft202012Validator(
@@ -65,8 +65,8 @@ class FormatDetector(Detector):
                 )
             except SchemaError:
                 validator = None  # a broken schema is the tool author's problem, not the model's
-            self._validators[spec.name] = validator
-        return self._validators[spec.name]
+            self._validators[spec] = validator
+        return self._validators[spec]
 
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
         """Validate the call's arguments against its tool's schema."""

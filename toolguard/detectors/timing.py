@@ -6,7 +6,8 @@ compared before the call runs, so toolguard predicts them: the repeat is flagged
 
 1. an earlier call to the same tool had canonically equal arguments
    (:func:`~toolguard.context.canonical_args`), and
-2. that earlier call was answered successfully, and
+2. that earlier call was answered successfully (failed or refused identical calls in
+   between are skipped: a retry after a failure is allowed when nothing succeeded), and
 3. no call that may have changed the world came back successfully in between
    (any tool whose :attr:`~toolguard.specs.ToolSpec.effects` is not ``"read"``),
    so the earlier answer is still what the tool would return.
@@ -54,43 +55,50 @@ class TimingDetector(Detector):
             return None
         key = canonical_args(call.args)
         for prior in reversed(ctx.prior_calls):
-            if prior.name == call.name and prior.key == key:
-                if not prior.ok or prior.result is None:
-                    return None  # an earlier failure may legitimately be retried
-                replay = prior.result
-                if len(replay) > self.max_replay_chars:
-                    replay = replay[: self.max_replay_chars] + " ...(truncated)"
-                effect = spec.effects
-                what = (
-                    "returned this result already and nothing has changed since"
-                    if effect == "read"
-                    else "already ran successfully with these exact arguments; running it "
-                    "again would repeat its effect"
-                )
-                return Verdict(
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    action="block",
-                    hallucination="timing",
-                    reason=(
-                        f"Not executed: '{call.name}' {what}. Use the earlier result below "
-                        "and continue with the next step (or give the final answer). If the "
-                        "user really wants it done again, ask the user to confirm."
-                    ),
-                    evidence=(
-                        Evidence(
-                            detector="timing",
-                            code="repeated_call",
-                            detail=f"identical call {call.name}({key[:200]}) already succeeded",
-                            value=key[:200],
-                        ),
-                    ),
-                    replay=replay,
-                )
-            if prior.ok and _may_change_world(ctx, prior.name):
+            if prior.refused or prior.name != call.name or prior.key != key:
+                continue  # refused calls never ran: the world is unchanged
+            if not prior.ok or prior.result is None:
+                continue  # a failed identical call changed nothing; retrying it is fine
+                # unless an older identical call already succeeded (looked for next)
+            if any(
+                p.position > prior.position and p.ok and not p.refused
+                and _may_change_world(ctx, p.name)
+                for p in ctx.prior_calls
+            ):
                 return None  # the world may have changed since; a re-read is legitimate
+            return self._verdict(call, spec.effects, key, prior.result)
         return None
 
+    def _verdict(self, call: ProposedCall, effect: str, key: str, result: str) -> Verdict:
+        replay = result
+        if len(replay) > self.max_replay_chars:
+            replay = replay[: self.max_replay_chars] + " ...(truncated)"
+        what = (
+            "returned this result already and nothing has changed since"
+            if effect == "read"
+            else "already ran successfully with these exact arguments; running it "
+            "again would repeat its effect"
+        )
+        return Verdict(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            action="block",
+            hallucination="timing",
+            reason=(
+                f"Not executed: '{call.name}' {what}. Use the earlier result below "
+                "and continue with the next step (or give the final answer). If the "
+                "user really wants it done again, ask the user to confirm."
+            ),
+            evidence=(
+                Evidence(
+                    detector="timing",
+                    code="repeated_call",
+                    detail=f"identical call {call.name}({key[:200]}) already succeeded",
+                    value=key[:200],
+                ),
+            ),
+            replay=replay,
+        )
 
 def _may_change_world(ctx: CheckContext, name: str) -> bool:
     spec = ctx.specs.get(name)
