@@ -46,7 +46,9 @@ def eval_detectors(
 def bench_overhead(
     calls: Annotated[int, typer.Option(help="Guarded calls to time.")] = 2000,
     steps: Annotated[int, typer.Option(help="Graph steps to time per variant.")] = 300,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the numbers here.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the numbers here.")
+    ] = None,
 ) -> None:
     """Print the guard's p50/p99 per call (ms) and the guarded/plain ToolNode step ratio."""
     from evals.bench_overhead import main

@@ -41,7 +41,8 @@ from toolguard.types import HALLUCINATION_TYPES, Verdict
 
 AskUserMode = Literal["auto", "interrupt", "end"]
 
-_CHECKPOINTER_KEY = "__pregel_checkpointer"  # langgraph._internal._constants.CONFIG_KEY_CHECKPOINTER
+# langgraph._internal._constants.CONFIG_KEY_CHECKPOINTER
+_CHECKPOINTER_KEY = "__pregel_checkpointer"
 
 
 class GuardCounters(TypedDict, total=False):
@@ -81,8 +82,9 @@ class GuardState(MessagesState):
 
 def count_verdicts(verdicts: Sequence[Verdict]) -> dict[str, int]:
     """Counters for one batch of verdicts (see :class:`GuardCounters`)."""
-    out = {"checked": len(verdicts), "allowed": 0, "blocked": 0, "asked_user": 0,
-           "change_tools": 0, **dict.fromkeys(HALLUCINATION_TYPES, 0)}
+    out: dict[str, int] = {"checked": len(verdicts), "allowed": 0, "blocked": 0,
+                           "asked_user": 0, "change_tools": 0}
+    out.update(dict.fromkeys(HALLUCINATION_TYPES, 0))
     names = {"allow": "allowed", "block": "blocked", "ask_user": "asked_user",
              "change_tools": "change_tools"}
     for v in verdicts:
@@ -143,8 +145,13 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
     def _prepare(
         self, state: Any, config: RunnableConfig
     ) -> tuple[list[AnyMessage], AIMessage | None, list[Verdict] | None, tuple[Any, ...] | None]:
-        """Messages with unique call ids, the rewritten AIMessage (if ids were fixed), the
-        verdicts remembered for this step (a resume re-runs the node), and the memo key."""
+        """Prepare one step.
+
+        Returns:
+            The messages with unique call ids, the rewritten ``AIMessage`` (if ids were
+            fixed), the verdicts remembered for this step (a resume re-runs the node), and
+            the memo key.
+        """
         messages = self._messages(state)
         last = messages[-1]
         if not isinstance(last, AIMessage) or not (last.tool_calls or last.invalid_tool_calls):
@@ -268,8 +275,11 @@ def _parsed(call: Any) -> Any:
 
 
 def _with_unique_ids(message: AIMessage) -> AIMessage | None:
-    """A copy of ``message`` whose tool calls all have distinct, non-empty ids, or ``None``
-    if they already do.  The copy keeps the message id, so ``add_messages`` replaces it."""
+    """A copy of ``message`` whose tool calls have distinct, non-empty ids.
+
+    ``None`` if they already do.  The copy keeps the message id, so ``add_messages``
+    replaces the original in place.
+    """
     seen: set[str] = set()
     changed = False
     calls = []

@@ -253,7 +253,8 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
         pool = [tool, *(t for t in tools if t.name != tool.name)]
         query = self._encoder().encode([request], normalize_embeddings=True)[0]
         sims = [float(v @ query) for v in self._vectors(pool)]
-        own, rest = sims[0], sorted(zip(sims[1:], (t.name for t in pool[1:])), reverse=True)
+        own, rest = sims[0], sorted(
+            zip(sims[1:], (t.name for t in pool[1:]), strict=True), reverse=True)
         if own >= self.min_similarity:
             return RelevanceResult(label="Relevant", score=own, reason=f"cosine {own:.2f}")
         better = [n for s, n in rest if s >= own + self.margin and s >= self.min_similarity]

@@ -261,7 +261,8 @@ def toolbench_name(api_name: str, tool_name: str) -> str:
 
 def _change_name(name: str) -> str:
     """ToolBench's ``change_name``: Python keywords get an ``is_`` prefix."""
-    return "is_" + name if name in {"from", "class", "return", "false", "true", "id", "and"} else name
+    keywords = {"from", "class", "return", "false", "true", "id", "and"}
+    return "is_" + name if name in keywords else name
 
 
 def _standardize(text: str) -> str:

@@ -35,7 +35,7 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "toolguard-scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         """Tools are accepted and ignored: the script decides the calls."""
         return self
 

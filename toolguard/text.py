@@ -16,17 +16,21 @@ _WORD = re.compile(r"[A-Za-z]+|\d+(?:\.\d+)?|[^\W\d_]+", re.UNICODE)
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 STOPWORDS = frozenset(
-    """a an the and or but if of to in on at by for with from into onto about as is are was were be
-    been being do does did doing have has had having i me my we our you your he she it its they them
-    their this that these those what which who whom whose when where why how can could would should
-    will shall may might must please want need like get got let make show tell give find also any
-    some all each every more most other such no not only own same so than too very just there here
-    then now up down out over under again further once using use used given based provide provided
-    specified specific particular certain one two function method api tool return returns returned
-    value values parameter parameters default optional required type string integer number list
-    dict object array boolean true false null none e g eg ie etc
-    times""".split()  # "394 times 213" is arithmetic, not about time
+    """
+    a an the and or but if of to in on at by for with from into onto about as is are was
+    were be been being do does did doing have has had having i me my we our you your he
+    she it its they them their this that these those what which who whom whose when
+    where why how can could would should will shall may might must please want need like
+    get got let make show tell give find also any some all each every more most other
+    such no not only own same so than too very just there here then now up down out over
+    under again further once using use used given based provide provided specified
+    specific particular certain one two function method api tool return returns returned
+    value values parameter parameters default optional required type string integer
+    number list dict object array boolean true false null none e g eg ie etc times
+    """.split()
 )
+"""Function words and words every tool doc uses; "times" is arithmetic ("394 times 213").
+"""
 
 
 def normalize(text: str) -> str:

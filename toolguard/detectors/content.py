@@ -21,7 +21,6 @@ every call (``llm_mode="always"``).
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -194,10 +193,14 @@ def build_grounding(texts: list[str], results: list[str] | None = None) -> _Grou
     )
 
 
-def iter_leaves(value: Any, path: str, schema: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+def iter_leaves(
+    value: Any, path: str, schema: Any
+) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """``(json path, leaf value, leaf schema)`` for every scalar in ``value`` (lists: first 50)."""
     sch = schema if isinstance(schema, dict) else {}
     if isinstance(value, dict):
-        props = sch.get("properties") if isinstance(sch.get("properties"), dict) else {}
+        raw_props = sch.get("properties")
+        props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         for k, v in value.items():
             yield from iter_leaves(v, f"{path}.{k}" if path else str(k), props.get(k, {}))
     elif isinstance(value, (list, tuple)):
@@ -363,7 +366,7 @@ class ContentDetector(Detector):
         for c in g.tokens:
             if c[:1] != t[:1] or len(c) < 4:
                 continue
-            shared = len(os.path.commonprefix([c, t]))
+            shared = next((i for i, (a, b) in enumerate(zip(c, t, strict=False)) if a != b), min(len(c), len(t)))
             if shared >= 4 and shared >= 0.6 * min(len(c), len(t)):
                 return True
             if len(t) >= 5 and len(c) >= 5 and fuzz.ratio(c, t) >= 85:
@@ -372,8 +375,11 @@ class ContentDetector(Detector):
 
     @staticmethod
     def _date_found(raw: str, g: _Grounding) -> bool:
-        """A date is grounded if its day and month appear (as numbers or month names), or
-        the conversation uses a relative date the model had to resolve ("this Friday")."""
+        """Whether a date's day and month appear, or a relative date was used.
+
+        Day and month may appear as numbers or month names; a relative date ("this Friday")
+        is one the model had to resolve itself.
+        """
         if g.relative_dates:
             return True
         parts = [float(p) for p in re.findall(r"\d+", raw)[:3]]

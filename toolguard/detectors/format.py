@@ -152,7 +152,7 @@ def _evidence_from_error(err: ValidationError) -> Evidence:
 
 def _missing_key(err: ValidationError) -> str | None:
     # jsonschema's message is "'x' is a required property"
-    msg = err.message
+    msg = str(err.message)
     if msg.startswith("'") and "' is a required property" in msg:
         return msg[1 : msg.index("' is a required property")]
     return None
