@@ -366,7 +366,8 @@ class ContentDetector(Detector):
         for c in g.tokens:
             if c[:1] != t[:1] or len(c) < 4:
                 continue
-            shared = next((i for i, (a, b) in enumerate(zip(c, t, strict=False)) if a != b), min(len(c), len(t)))
+            pairs = zip(c, t, strict=False)
+            shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(c), len(t)))
             if shared >= 4 and shared >= 0.6 * min(len(c), len(t)):
                 return True
             if len(t) >= 5 and len(c) >= 5 and fuzz.ratio(c, t) >= 85:
