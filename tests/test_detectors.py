@@ -385,6 +385,31 @@ def test_timing_does_not_depend_on_the_order_of_parallel_calls() -> None:
     assert actions[0] == actions[1], actions
 
 
+@pytest.mark.xfail(
+    reason="BUG: a write that ran IN PARALLEL with the earlier read (same AIMessage) is "
+    "ignored as an intervening change (p.position > prior.position), so re-reading the "
+    "balance after a parallel transfer is blocked as a timing repeat and the model gets "
+    "the stale balance as replay; a sequential transfer correctly allows the re-read",
+    strict=True,
+)
+def test_repeat_read_after_a_parallel_write_is_allowed() -> None:
+    balance = ToolSpec(name="get_balance", effects="read")
+    transfer = ToolSpec(name="transfer", effects="write", parameters={
+        "type": "object", "properties": {"amount": {"type": "integer"}}})
+    guard = Guard([balance, transfer])
+    sequential = [HumanMessage("check my balance and transfer 50"),
+                  ai_calls(("get_balance", {}, "b1")), ToolMessage("100", tool_call_id="b1"),
+                  ai_calls(("transfer", {"amount": 50}, "t1")),
+                  ToolMessage("ok", tool_call_id="t1"),
+                  ai_calls(("get_balance", {}, "b2"))]
+    assert _only(guard.check(sequential)).allowed  # control: passes today
+    parallel = [HumanMessage("check my balance and transfer 50"),
+                ai_calls(("get_balance", {}, "b1"), ("transfer", {"amount": 50}, "t1")),
+                ToolMessage("100", tool_call_id="b1"), ToolMessage("ok", tool_call_id="t1"),
+                ai_calls(("get_balance", {}, "b2"))]
+    assert _only(guard.check(parallel)).allowed
+
+
 # ---------------------------------------------------------------------------- content
 CONTENT_SWAPS = [
     ("multiple", "multiple_2", "country", "Kazakhstan"),

@@ -35,6 +35,8 @@ STOPWORDS = frozenset(
 
 def normalize(text: str) -> str:
     """Casefold and strip accents (NFKD), collapse whitespace."""
+    if text.isascii():
+        return " ".join(text.casefold().split())
     text = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in text if not unicodedata.combining(c))
     return " ".join(text.casefold().split())

@@ -249,6 +249,7 @@ class ContentDetector(Detector):
         self.token_share = token_share
         self.max_value_chars = max_value_chars
         self.llm_mode = mode
+        self._tool_cache: dict[ToolSpec, _Grounding] = {}
         self._judge = (
             LLMJudge(judge_model, prompt="check_content_hallucination",
                      labels=("Untruthful", "Truthful", "Unsure"))
@@ -264,8 +265,7 @@ class ContentDetector(Detector):
             return []
         ground: _Grounding = ctx.memo("content.grounding", lambda: build_grounding(
             ctx.grounding_texts, ctx.tool_texts))
-        tool_text: _Grounding = ctx.memo(f"content.tool.{spec.name}", lambda: build_grounding(
-            [spec.description, json.dumps(spec.parameters, default=str)]))
+        tool_text = self._tool_grounding(spec)
         out: list[tuple[str, Any, str]] = []
         for path, value, schema in iter_leaves(call.args, "", {"properties": spec.properties}):
             why = self._needs_fact(path, value, schema)
@@ -275,6 +275,16 @@ class ContentDetector(Detector):
                 continue
             out.append((path, value, why))
         return out
+
+    def _tool_grounding(self, spec: ToolSpec) -> _Grounding:
+        """Grounding from the tool's own description and schema (rule 2), cached per spec."""
+        cached = self._tool_cache.get(spec)
+        if cached is None:
+            cached = build_grounding([spec.description, json.dumps(spec.parameters, default=str)])
+            if len(self._tool_cache) >= 4096:
+                self._tool_cache.clear()
+            self._tool_cache[spec] = cached
+        return cached
 
     def _needs_fact(self, path: str, value: Any, schema: dict[str, Any]) -> str | None:
         """Why ``value`` needs a user-given fact, or ``None`` if it can be inferred (rule 3)."""
