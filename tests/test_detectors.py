@@ -385,13 +385,6 @@ def test_timing_does_not_depend_on_the_order_of_parallel_calls() -> None:
     assert actions[0] == actions[1], actions
 
 
-@pytest.mark.xfail(
-    reason="BUG: a write that ran IN PARALLEL with the earlier read (same AIMessage) is "
-    "ignored as an intervening change (p.position > prior.position), so re-reading the "
-    "balance after a parallel transfer is blocked as a timing repeat and the model gets "
-    "the stale balance as replay; a sequential transfer correctly allows the re-read",
-    strict=True,
-)
 def test_repeat_read_after_a_parallel_write_is_allowed() -> None:
     balance = ToolSpec(name="get_balance", effects="read")
     transfer = ToolSpec(name="transfer", effects="write", parameters={

@@ -146,13 +146,6 @@ def test_needs_guard_wiring_answers_calls_with_only_malformed_arguments(
     assert not needs_guard({"messages": [AIMessage("hello")]})
 
 
-@pytest.mark.xfail(
-    reason="BUG (stale docstring): toolguard.node's documented wiring still routes the model "
-    "with tools_condition, which sends a message with only invalid_tool_calls to END, so "
-    "malformed calls go unanswered in graphs built from the docstring; needs_guard exists "
-    "for this (README and graphs/agent.py use it)",
-    strict=True,
-)
 def test_documented_wiring_uses_needs_guard() -> None:
     import toolguard.node
 

@@ -7,9 +7,13 @@ Wiring (any ``StateGraph`` with a ``messages`` channel)::
     builder.add_node("guard", guard)
     builder.add_node("tools", ToolNode(tools))
     builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", tools_condition, {"tools": "guard", END: END})
+    builder.add_conditional_edges(
+        "model", lambda s: "guard" if needs_guard(s) else END, ["guard", END])
     builder.add_conditional_edges("guard", guard.route, ["tools", "model", END])
     builder.add_edge("tools", "model")
+
+:func:`needs_guard` routes to the guard also when a message's calls are all malformed
+(``invalid_tool_calls`` only, which a check of ``tool_calls`` alone would miss).
 
 The node answers every call that is not allowed with exactly one ``ToolMessage``
 (``status="error"``, the verdict's actionable text); :meth:`GuardNode.route` then sends
@@ -22,6 +26,11 @@ not executed (the history stays valid: every call has one answer before the ques
 
 Counters (see :class:`GuardCounters`) are written to ``counters_key`` when set, so they
 live in graph state and survive checkpoints and resumes.
+
+Known limitation: LangGraph re-runs a node on resume, so the verdicts of a step waiting
+on an interrupt are kept in process memory (bounded) and reused when it resumes in the same
+process.  After a restart they are recomputed: identical in deterministic mode, possibly
+different with an LLM judge.
 """
 
 from __future__ import annotations

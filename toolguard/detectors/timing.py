@@ -8,9 +8,10 @@ compared before the call runs, so toolguard predicts them: the repeat is flagged
    (:func:`~toolguard.context.canonical_args`), and
 2. that earlier call was answered successfully (failed or refused identical calls in
    between are skipped: a retry after a failure is allowed when nothing succeeded), and
-3. no call that may have changed the world came back successfully in between
-   (any tool whose :attr:`~toolguard.specs.ToolSpec.effects` is not ``"read"``),
-   so the earlier answer is still what the tool would return.
+3. no call that may have changed the world came back successfully in between, or in
+   parallel with it in the same message (any tool whose
+   :attr:`~toolguard.specs.ToolSpec.effects` is not ``"read"``), so the earlier answer
+   is still what the tool would return.
 
 Policy for state-changing tools (``effects="write"`` or ``"unknown"``): an identical,
 immediately repeated write (``send_message`` twice with the same text, a second
@@ -54,18 +55,21 @@ class TimingDetector(Detector):
         if spec is None or spec.repeatable or call.args is None:
             return None
         key = canonical_args(call.args)
-        for prior in reversed(ctx.prior_calls):
+        for i in range(len(ctx.prior_calls) - 1, -1, -1):
+            prior = ctx.prior_calls[i]
             if prior.refused or prior.name != call.name or prior.key != key:
                 continue  # refused calls never ran: the world is unchanged
             if not prior.ok or prior.result is None:
                 continue  # a failed identical call changed nothing; retrying it is fine
                 # unless an older identical call already succeeded (looked for next)
+            # calls after it, and its parallel siblings (run in an unknown order), that
+            # succeeded and may have changed the world make a re-read legitimate
             if any(
-                p.position > prior.position and p.ok and not p.refused
+                j != i and p.position >= prior.position and p.ok and not p.refused
                 and _may_change_world(ctx, p.name)
-                for p in ctx.prior_calls
+                for j, p in enumerate(ctx.prior_calls)
             ):
-                return None  # the world may have changed since; a re-read is legitimate
+                return None
             return self._verdict(call, spec.effects, key, prior.result)
         return None
 
