@@ -21,7 +21,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Checkpointer
 
 from toolguard.guard import Guard
-from toolguard.node import AskUserMode, GuardNode, GuardState, needs_guard
+from toolguard.node import AskUserMode, AskUserNode, GuardNode, GuardState, needs_guard
 
 
 def _model_node(
@@ -83,7 +83,11 @@ def create_guarded_agent(
     handle_tool_errors: bool = True,
     **guard_options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The ReAct loop with a guard: ``model -> guard -> (tools | model | END)``.
+    """The ReAct loop with a guard: ``model -> guard -> (ask_user | tools | model | END)``.
+
+    ``ask_user`` verdicts are stored in graph state and asked by a separate node that
+    interrupts (with a checkpointer), so a resume, even in another process, answers exactly
+    what was asked.
 
     Args:
         model: A chat model that supports ``bind_tools``.
@@ -106,13 +110,16 @@ def create_guarded_agent(
     if guard is not None and guard_options:
         raise ValueError("pass either guard= or Guard options, not both")
     guard = guard or Guard(tools, **guard_options)
-    node = GuardNode(guard, counters_key="toolguard", ask_user=ask_user)
+    node = GuardNode(guard, counters_key="toolguard", ask_user=ask_user,
+                     pending_key="toolguard_pending")
     builder = StateGraph(GuardState)
     builder.add_node("model", _model_node(model, tools, system_prompt))
     builder.add_node("guard", node)
+    builder.add_node("ask_user", AskUserNode(pending_key="toolguard_pending"))
     builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=handle_tool_errors))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", _to_guard, {"guard": "guard", END: END})
-    builder.add_conditional_edges("guard", node.route, ["tools", "model", END])
+    builder.add_conditional_edges("guard", node.route, ["ask_user", "tools", "model", END])
+    builder.add_conditional_edges("ask_user", node.route, ["tools", "model", END])
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer, name="guarded_agent")

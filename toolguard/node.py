@@ -84,9 +84,12 @@ def merge_counters(
 
 
 class GuardState(MessagesState):
-    """``MessagesState`` plus the guard's counters under ``toolguard``."""
+    """``MessagesState`` plus the guard's counters (``toolguard``) and the ``ask_user``
+    verdicts waiting on the user (``toolguard_pending``).
+    """
 
     toolguard: Annotated[dict[str, int], merge_counters]
+    toolguard_pending: list[dict[str, Any]]
 
 
 def count_verdicts(verdicts: Sequence[Verdict]) -> dict[str, int]:
@@ -115,6 +118,13 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
             ends the turn with the question; ``"interrupt"`` / ``"end"`` force one way.
         tools_node: Name of the tool node :meth:`route` sends allowed calls to.
         model_node: Name of the model node :meth:`route` goes back to.
+        pending_key: State key (last-value channel) for ``ask_user`` verdicts waiting on the
+            user.  When set, the guard node does not interrupt itself: it stores the verdicts
+            and :meth:`route` goes to ``ask_node`` (an :class:`AskUserNode`), which interrupts.
+            The verdicts then live in graph state, so a resume after a restart answers
+            exactly what was asked (an LLM judge is not asked again).  ``None``: the guard
+            node interrupts itself and keeps the verdicts in process memory until resumed.
+        ask_node: Name of the :class:`AskUserNode`.
         name: The node's name.
     """
 
@@ -127,6 +137,8 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         ask_user: AskUserMode = "auto",
         tools_node: str = "tools",
         model_node: str = "model",
+        pending_key: str | None = None,
+        ask_node: str = "ask_user",
         name: str = "guard",
     ) -> None:
         if ask_user not in ("auto", "interrupt", "end"):
@@ -138,6 +150,8 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         self.ask_user = ask_user
         self.tools_node = tools_node
         self.model_node = model_node
+        self.pending_key = pending_key
+        self.ask_node = ask_node
         # verdicts of steps waiting on an interrupt, so a resume does not re-judge them
         # (an LLM judge could answer differently); in-process, bounded
         self._memo: dict[tuple[Any, ...], list[Verdict]] = {}
@@ -199,8 +213,9 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         out: list[BaseMessage] = [fixed] if fixed is not None else []
         asks = [v for v in verdicts if v.action == "ask_user"]
         end_turn = bool(asks) and not self._can_interrupt(config)
+        deferred = bool(asks) and not end_turn and self.pending_key is not None
         answers: dict[str, str] = {}
-        if asks and not end_turn:
+        if asks and not end_turn and not deferred:
             if key is not None:  # the resume re-runs this node: keep the verdicts asked about
                 self._memo[key] = verdicts
                 while len(self._memo) > self._memo_size:
@@ -209,11 +224,10 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
             if key is not None:
                 self._memo.pop(key, None)
         for v in verdicts:
-            call_id = v.tool_call_id or ""
+            if v.action == "ask_user" and deferred:
+                continue  # answered by the ask-user node after the interrupt
             if v.action == "ask_user" and not end_turn:
-                out.append(_tool_message(
-                    v, f"{v.reason}\nThe user was asked: {v.question}\n"
-                       f"The user answered: {answers.get(call_id, '')}"))
+                out.append(_answer_message(v, answers.get(v.tool_call_id or "", "")))
             elif v.action != "allow":
                 out.append(_tool_message(v, v.feedback()))
             elif end_turn:
@@ -227,6 +241,8 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
                 response_metadata={"toolguard": "ask_user"},
             ))
         update: dict[str, Any] = {self.messages_key: out} if out else {}
+        if deferred and self.pending_key is not None:
+            update[self.pending_key] = [v.model_dump(mode="json") for v in asks]
         if self.counters_key is not None:
             update[self.counters_key] = count_verdicts(verdicts)
         return update
@@ -243,10 +259,13 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         """Conditional edge after the guard node.
 
         Returns:
-            One ``Send(tools_node, ...)`` per allowed (still unanswered) call; else
-            ``END`` if the guard ended the turn with a question; else ``model_node``.
+            ``ask_node`` while ``ask_user`` verdicts wait in ``pending_key``; else one
+            ``Send(tools_node, ...)`` per allowed (still unanswered) call; else ``END`` if the
+            guard ended the turn with a question; else ``model_node``.
         """
         messages = self._messages(state)
+        if self.pending_key is not None and _get(state, self.pending_key):
+            return self.ask_node
         last = messages[-1]
         if isinstance(last, AIMessage) and (last.response_metadata or {}).get(
             "toolguard"
@@ -341,6 +360,54 @@ def _collect_answers(asks: list[Verdict]) -> dict[str, str]:
     return {v.tool_call_id or "": str(answer) for v in asks}
 
 
+def _get(state: Any, key: str) -> Any:
+    return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
+
+
+def _answer_message(v: Verdict, answer: str) -> ToolMessage:
+    return _tool_message(
+        v, f"{v.reason}\nThe user was asked: {v.question}\nThe user answered: {answer}")
+
+
+class AskUserNode(RunnableLambda[Any, dict[str, Any]]):
+    """Interrupts for the ``ask_user`` verdicts a :class:`GuardNode` left in ``pending_key``.
+
+    On resume (``Command(resume=answer)``: a string for every question, or a dict
+    ``{tool_call_id: answer}``) each asked call gets one ``ToolMessage`` carrying the
+    question and the answer, and the pending list is cleared.  Route it with the guard's
+    :meth:`GuardNode.route`.  The node holds no judge, so re-running it on resume is cheap
+    and cannot change what was asked.
+
+    Args:
+        pending_key: The state key the guard node writes pending verdicts to.
+        messages_key: The state key holding the messages.
+        name: The node's name.
+    """
+
+    def __init__(
+        self,
+        *,
+        pending_key: str = "toolguard_pending",
+        messages_key: str = "messages",
+        name: str = "ask_user",
+    ) -> None:
+        super().__init__(self._run, name=name)
+        self.pending_key = pending_key
+        self.messages_key = messages_key
+
+    def _run(self, state: Any) -> dict[str, Any]:
+        pending = [Verdict.model_validate(d) for d in _get(state, self.pending_key) or []]
+        if not pending:
+            return {}
+        answers = _collect_answers(pending)
+        return {
+            self.messages_key: [
+                _answer_message(v, answers.get(v.tool_call_id or "", "")) for v in pending
+            ],
+            self.pending_key: [],
+        }
+
+
 def _tool_message(v: Verdict, content: str, *, hallucination: bool = True) -> ToolMessage:
     return ToolMessage(
         content=content,
@@ -352,6 +419,7 @@ def _tool_message(v: Verdict, content: str, *, hallucination: bool = True) -> To
 
 
 __all__ = [
+    "AskUserNode",
     "GuardCounters",
     "GuardNode",
     "GuardState",
