@@ -84,8 +84,10 @@ def merge_counters(
 
 
 class GuardState(MessagesState):
-    """``MessagesState`` plus the guard's counters (``toolguard``) and the ``ask_user``
-    verdicts waiting on the user (``toolguard_pending``).
+    """``MessagesState`` plus the guard's counters and pending questions.
+
+    ``toolguard`` holds :class:`GuardCounters`; ``toolguard_pending`` the ``ask_user``
+    verdicts waiting on the user (see :class:`AskUserNode`).
     """
 
     toolguard: Annotated[dict[str, int], merge_counters]
