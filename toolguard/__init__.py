@@ -17,7 +17,14 @@ from toolguard.detectors import (
     TypeDetector,
 )
 from toolguard.guard import Guard
-from toolguard.node import GuardCounters, GuardNode, GuardState, merge_counters
+from toolguard.node import (
+    AskUserNode,
+    GuardCounters,
+    GuardNode,
+    GuardState,
+    merge_counters,
+    needs_guard,
+)
 from toolguard.relevance import (
     EmbeddingRelevanceJudge,
     LexicalRelevanceJudge,
@@ -30,6 +37,7 @@ from toolguard.types import Action, Evidence, HallucinationType, Verdict
 
 __all__ = [
     "Action",
+    "AskUserNode",
     "ContentDetector",
     "Detector",
     "EmbeddingRelevanceJudge",
@@ -49,5 +57,6 @@ __all__ = [
     "TypeDetector",
     "Verdict",
     "merge_counters",
+    "needs_guard",
 ]
 __version__ = "0.1.0"
