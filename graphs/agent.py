@@ -9,7 +9,7 @@ async (``invoke`` / ``ainvoke`` / ``stream`` / ``astream``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, SystemMessage
@@ -20,6 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Checkpointer
 
+from toolguard.controller import RetryController
 from toolguard.guard import Guard
 from toolguard.node import AskUserMode, AskUserNode, GuardNode, GuardState, needs_guard
 
@@ -46,6 +47,36 @@ def _to_guard(state: dict[str, Any]) -> str:
     return "guard" if needs_guard(state) else END
 
 
+def _tool_node(
+    tools: Sequence[BaseTool], controller: RetryController | None, handle_tool_errors: bool
+) -> ToolNode:
+    if controller is None:
+        return ToolNode(list(tools), handle_tool_errors=handle_tool_errors)
+    # the controller turns every tool exception into one classified answer
+    return ToolNode(list(tools), handle_tool_errors=False,
+                    wrap_tool_call=controller.wrap_tool_call,
+                    awrap_tool_call=controller.awrap_tool_call)
+
+
+def _add_tools_and_finish(
+    builder: StateGraph[Any, Any, Any, Any], tools: Sequence[BaseTool],
+    controller: RetryController | None, handle_tool_errors: bool,
+) -> None:
+    builder.add_node("tools", _tool_node(tools, controller, handle_tool_errors))
+    if controller is None:
+        builder.add_edge("tools", "model")
+        return
+    ctl = controller
+
+    def finish(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [ctl.finish_message(state)]}
+
+    builder.add_node("finish", finish)
+    builder.add_conditional_edges(
+        "tools", lambda s: "finish" if ctl.finished(s) else "model", ["finish", "model"])
+    builder.add_edge("finish", END)
+
+
 def create_plain_agent(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -53,6 +84,7 @@ def create_plain_agent(
     system_prompt: str | None = None,
     checkpointer: Checkpointer = None,
     handle_tool_errors: bool = True,
+    controller: RetryController | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The unguarded ReAct loop: ``START -> model -> (tools -> model)* -> END``.
 
@@ -62,13 +94,14 @@ def create_plain_agent(
         system_prompt: Prepended to every model call.
         checkpointer: Optional LangGraph checkpointer.
         handle_tool_errors: Passed to ``ToolNode`` (tool exceptions become error ToolMessages).
+        controller: Optional :class:`~toolguard.controller.RetryController` around the tools
+            (default none: the plain loop).
     """
     builder = StateGraph(GuardState)
     builder.add_node("model", _model_node(model, tools, system_prompt))
-    builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=handle_tool_errors))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
-    builder.add_edge("tools", "model")
+    _add_tools_and_finish(builder, tools, controller, handle_tool_errors)
     return builder.compile(checkpointer=checkpointer, name="plain_agent")
 
 
@@ -81,6 +114,7 @@ def create_guarded_agent(
     checkpointer: Checkpointer = None,
     ask_user: AskUserMode = "auto",
     handle_tool_errors: bool = True,
+    controller: RetryController | None | Literal["default"] = "default",
     **guard_options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The ReAct loop with a guard: ``model -> guard -> (ask_user | tools | model | END)``.
@@ -97,7 +131,11 @@ def create_guarded_agent(
         system_prompt: Prepended to every model call.
         checkpointer: Optional checkpointer; with one, ``ask_user`` verdicts interrupt.
         ask_user: See :class:`~toolguard.node.GuardNode`.
-        handle_tool_errors: Passed to ``ToolNode``.
+        handle_tool_errors: Passed to ``ToolNode`` when there is no controller.
+        controller: The :class:`~toolguard.controller.RetryController` around the tools:
+            ``"default"`` (``RetryController()``: 3 retries, then skip), one of your own, or
+            ``None``.  Its counters are in ``state["toolguard_controller"]``; when it says
+            finish, the run ends with a message to the user.
         **guard_options: Keyword options for :class:`~toolguard.guard.Guard`.
 
     Returns:
@@ -116,10 +154,10 @@ def create_guarded_agent(
     builder.add_node("model", _model_node(model, tools, system_prompt))
     builder.add_node("guard", node)
     builder.add_node("ask_user", AskUserNode(pending_key="toolguard_pending"))
-    builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=handle_tool_errors))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", _to_guard, {"guard": "guard", END: END})
     builder.add_conditional_edges("guard", node.route, ["ask_user", "tools", "model", END])
     builder.add_conditional_edges("ask_user", node.route, ["tools", "model", END])
-    builder.add_edge("tools", "model")
+    ctl = RetryController() if controller == "default" else controller
+    _add_tools_and_finish(builder, tools, ctl, handle_tool_errors)
     return builder.compile(checkpointer=checkpointer, name="guarded_agent")

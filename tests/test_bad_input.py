@@ -19,8 +19,9 @@ FEEDBACK_LIMIT = 20_000  # what a guard should send back to a model, at most, pe
 
 
 def _run(recorder: Recorder, script: list[Any], tools: list[Any] | None = None,
-         request: str = "What's the weather in Paris?") -> dict[str, Any]:
-    graph = create_guarded_agent(ScriptedChatModel(script=script), tools or recorder.tools())
+         request: str = "What's the weather in Paris?", **options: Any) -> dict[str, Any]:
+    graph = create_guarded_agent(ScriptedChatModel(script=script), tools or recorder.tools(),
+                                 **options)
     return graph.invoke({"messages": [HumanMessage(request)]})
 
 
@@ -192,7 +193,7 @@ def test_tool_that_raises_gives_an_error_message_and_a_retry_is_allowed(
     get_weather.metadata = {"effects": "read"}
     out = _run(recorder, [ai_calls(("get_weather", {"city": "Paris"}, "w1")),
                           ai_calls(("get_weather", {"city": "Paris"}, "w2")),
-                          AIMessage("done")], tools=[get_weather])
+                          AIMessage("done")], tools=[get_weather], controller=None)
     answers = answers_by_id(out["messages"])
     assert answers["w1"][0].status == "error"
     assert "weather service unavailable" in answers["w1"][0].content

@@ -234,7 +234,7 @@ def test_graph_shape() -> None:
     model = ScriptedChatModel(script=[])
     guarded = create_guarded_agent(model, Recorder().tools()).get_graph()
     assert set(guarded.nodes) == {"__start__", "model", "guard", "ask_user", "tools",
-                                  "__end__"}
+                                  "finish", "__end__"}
     assert {(e.source, e.target, e.conditional) for e in guarded.edges} == {
         ("__start__", "model", False),
         ("model", "guard", True),
@@ -246,7 +246,9 @@ def test_graph_shape() -> None:
         ("ask_user", "tools", True),
         ("ask_user", "model", True),
         ("ask_user", "__end__", True),
-        ("tools", "model", False),
+        ("tools", "model", True),
+        ("tools", "finish", True),
+        ("finish", "__end__", False),
     }
     mermaid = guarded.draw_mermaid()
     assert "model -.-> guard;" in mermaid

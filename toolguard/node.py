@@ -45,6 +45,7 @@ from langgraph.types import Send, interrupt
 from typing_extensions import TypedDict
 
 from toolguard.context import parse_args
+from toolguard.controller import merge_controller_counters
 from toolguard.guard import Guard
 from toolguard.types import HALLUCINATION_TYPES, Verdict
 
@@ -87,11 +88,13 @@ class GuardState(MessagesState):
     """``MessagesState`` plus the guard's counters and pending questions.
 
     ``toolguard`` holds :class:`GuardCounters`; ``toolguard_pending`` the ``ask_user``
-    verdicts waiting on the user (see :class:`AskUserNode`).
+    verdicts waiting on the user (see :class:`AskUserNode`); ``toolguard_controller`` the
+    retry controller's counters (see :class:`~toolguard.controller.RetryController`).
     """
 
     toolguard: Annotated[dict[str, int], merge_counters]
     toolguard_pending: list[dict[str, Any]]
+    toolguard_controller: Annotated[dict[str, Any], merge_controller_counters]
 
 
 def count_verdicts(verdicts: Sequence[Verdict]) -> dict[str, int]:

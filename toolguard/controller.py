@@ -1,0 +1,560 @@
+"""Bounded retry -> skip -> finish controller for tool calls (CRITICTOOL).
+
+CRITICTOOL (Huang et al., 2025) separates *internal* errors — the model's own mistakes,
+in four categories (tool selection, tool hallucination, parameter key, parameter value) —
+from *external* environment errors, and scores a model on retrying a transient error, then
+skipping the step or finishing and telling the user.  :class:`RetryController` does that for
+any LangGraph ``ToolNode`` (``wrap_tool_call``/``awrap_tool_call``) and, through
+:class:`RetryControllerMiddleware`, for LangChain v1 ``create_agent``.
+
+Per tool call:
+
+1. Caps first: when ``max_tool_calls`` calls were made in this run, or
+   ``max_consecutive_failures`` failed in a row, the call is not executed and the run
+   finishes (the user is told and asked how to proceed).
+2. The tool runs (with ``timeout_s`` if set); its outcome is classified
+   (:func:`classify_exception`, :func:`classify_result`):
+
+   - ``success``;
+   - ``internal`` (the model's fault: unknown tool, unexpected/missing keyword, invalid
+     value): one ``ToolMessage`` naming the CRITICTOOL category so the model can correct it;
+     never retried;
+   - ``transient`` (timeout, connection reset, 429 / rate limit / quota, 5xx): retried up to
+     ``max_retries`` times with exponential backoff and jitter (tenacity), honouring
+     ``Retry-After``; a timeout (ambiguous: the effect may have happened) is retried only for
+     tools marked idempotent or read-only;
+   - ``permanent`` (401 / 403 / permission denied / not subscribed, 404): never retried.
+
+3. When retries are spent (or the error is permanent), the tool's policy applies:
+   ``skip`` (the model is told the step failed and continues with the remaining subtasks) or
+   ``finish`` (the run stops: the user is told what failed and asked how to proceed).
+
+Every call gets exactly one ``ToolMessage``.  Counters are returned as a state update
+(``Command``) under ``state_key`` (default ``"toolguard_controller"``), so they live in graph
+state and survive checkpoints, interrupts and restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import email.utils
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
+from pydantic import BaseModel, ConfigDict
+from tenacity import RetryCallState, wait_exponential_jitter
+
+from toolguard.context import message_text
+
+Outcome = Literal["success", "internal", "transient", "permanent"]
+InternalCategory = Literal[
+    "tool_selection", "tool_hallucination", "parameter_key", "parameter_value"
+]
+"""CRITICTOOL's internal-error categories."""
+EnvironmentKind = Literal["timeout", "connection", "rate_limit", "server", "permission",
+                          "not_found"]
+OnExhausted = Literal["skip", "finish"]
+
+CATEGORY_TEXT: dict[str, str] = {
+    "tool_selection": "tool selection error (this tool does not fit the step)",
+    "tool_hallucination": "tool hallucination error (there is no such tool)",
+    "parameter_key": "parameter key error (an argument name is wrong or missing)",
+    "parameter_value": "parameter value error (an argument value is invalid)",
+}
+
+
+class Classification(BaseModel):
+    """The class of one tool outcome.
+
+    Attributes:
+        outcome: ``success``, ``internal``, ``transient`` or ``permanent``.
+        category: For ``internal``: a CRITICTOOL category; for environment errors: an
+            :data:`EnvironmentKind`; else ``None``.
+        retry_after: Seconds the environment asked to wait (``Retry-After``), if any.
+        ambiguous: ``True`` when the effect may have happened (a timeout): not retried for
+            tools that are not idempotent.
+        detail: The error text (cut to 500 characters).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    outcome: Outcome
+    category: str | None = None
+    retry_after: float | None = None
+    ambiguous: bool = False
+    detail: str = ""
+
+
+SUCCESS = Classification(outcome="success")
+
+_PATTERNS: tuple[tuple[re.Pattern[str], Outcome, str, bool], ...] = (
+    (re.compile(r"not a valid tool|no such tool|unknown tool|is not defined|has no attribute",
+                re.I), "internal", "tool_hallucination", False),
+    (re.compile(r"unexpected keyword|missing \d+ required|required property|"
+                r"field required|missing required|unexpected param|extra inputs are not permitted",
+                re.I), "internal", "parameter_key", False),
+    (re.compile(r"\b429\b|too many requests|rate.?limit|quota", re.I),
+     "transient", "rate_limit", False),
+    (re.compile(r"timed? ?out|timeout|deadline exceeded", re.I), "transient", "timeout", True),
+    (re.compile(r"connection (reset|aborted|refused|error)|broken pipe|temporarily unavailable",
+                re.I), "transient", "connection", False),
+    (re.compile(r"\b5\d\d\b|service unavailable|bad gateway|internal server error|"
+                r"gateway timeout", re.I), "transient", "server", False),
+    (re.compile(r"\b40[13]\b|permission denied|unauthori[sz]ed|forbidden|not subscribed|"
+                r"access denied", re.I), "permanent", "permission", False),
+    (re.compile(r"validation error|invalid (value|argument|literal)|must be|not a valid|"
+                r"no such file|does not exist|not found|cannot|can't|invalid", re.I),
+     "internal", "parameter_value", False),
+)
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for obj in (exc, getattr(exc, "response", None)):
+        for attr in ("status_code", "status", "code", "http_status"):
+            value = getattr(obj, attr, None)
+            if isinstance(value, int) and 100 <= value <= 599:
+                return value
+    return None
+
+
+def _retry_after(exc: BaseException | None, text: str) -> float | None:
+    headers: Any = None
+    for obj in (exc, getattr(exc, "response", None)):
+        headers = getattr(obj, "headers", None)
+        if headers:
+            break
+    raw: Any = None
+    if isinstance(headers, Mapping):
+        raw = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    if raw is None:
+        m = re.search(r"retry[- ]after[\"':= ]+(\d+(?:\.\d+)?)", text, re.I)
+        raw = m.group(1) if m else None
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except (TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(str(raw)) if isinstance(raw, str) else None
+        if when is None:
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+
+def classify_text(text: str, *, exc: BaseException | None = None) -> Classification:
+    """Classify an error text (an exception message or an error payload)."""
+    for pattern, outcome, category, ambiguous in _PATTERNS:
+        if pattern.search(text):
+            return Classification(
+                outcome=outcome, category=category, ambiguous=ambiguous,
+                retry_after=_retry_after(exc, text) if category == "rate_limit" else None,
+                detail=text[:500],
+            )
+    return Classification(outcome="internal", category="parameter_value", detail=text[:500])
+
+
+def classify_exception(exc: BaseException) -> Classification:
+    """Classify an exception raised by a tool.
+
+    By type (``TimeoutError`` -> transient/timeout, ambiguous; ``ConnectionError`` ->
+    transient/connection; ``PermissionError`` -> permanent; ``TypeError`` about keywords ->
+    internal/parameter_key; validation errors -> internal), then by an HTTP status on the
+    exception or its ``response`` (429 and 5xx transient, 401/403/404 permanent), then by its
+    message (:func:`classify_text`).
+    """
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)):
+        return Classification(outcome="transient", category="timeout", ambiguous=True,
+                              detail=text[:500])
+    if isinstance(exc, ConnectionError):
+        return Classification(outcome="transient", category="connection", detail=text[:500])
+    if isinstance(exc, PermissionError):
+        return Classification(outcome="permanent", category="permission", detail=text[:500])
+    status = _status_code(exc)
+    if status is not None:
+        if status == 429:
+            return Classification(outcome="transient", category="rate_limit",
+                                  retry_after=_retry_after(exc, text), detail=text[:500])
+        if status == 408 or status == 504:
+            return Classification(outcome="transient", category="timeout", ambiguous=True,
+                                  detail=text[:500])
+        if status >= 500:
+            return Classification(outcome="transient", category="server", detail=text[:500])
+        if status in (401, 403):
+            return Classification(outcome="permanent", category="permission", detail=text[:500])
+        if status == 404:
+            return Classification(outcome="permanent", category="not_found", detail=text[:500])
+    return classify_text(text, exc=exc)
+
+
+def classify_result(message: ToolMessage) -> Classification:
+    """Classify a ``ToolMessage`` answer.
+
+    ``status="error"`` or an error payload (``{"error": ...}`` as BFCL's environments answer,
+    ``Error ...`` text as ToolNode and BFCL's executor write) is classified by its text; any
+    other answer is ``success``.
+    """
+    text = message_text(message).strip()
+    error: str | None = None
+    if message.status == "error":
+        error = text
+    elif text.startswith(("Error", "error:")):
+        error = text
+    elif text.startswith("{") and '"error"' in text[:200]:
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = None
+        if isinstance(payload, dict) and payload.get("error"):
+            error = str(payload["error"])
+    if error is None:
+        return SUCCESS
+    return classify_text(error)
+
+
+class ToolPolicy(BaseModel):
+    """Per-tool overrides of :class:`RetryController` settings.
+
+    Attributes:
+        max_retries: Retries of transient errors for this tool (``None``: the default).
+        on_exhausted: ``skip`` or ``finish`` when retries are spent (``None``: the default).
+        idempotent: Safe to run twice (a timeout is then retried); ``None``: the default.
+        timeout_s: Seconds before a call to this tool counts as timed out.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    max_retries: int | None = None
+    on_exhausted: OnExhausted | None = None
+    idempotent: bool | None = None
+    timeout_s: float | None = None
+
+
+@dataclass
+class _Attempts:
+    """What happened to one tool call (shared by the sync and async loops)."""
+
+    retries: int = 0
+    classes: list[Classification] = field(default_factory=list)
+
+
+def merge_controller_counters(
+    left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Reducer for the controller's state: counts add up; ``consecutive_failures`` and
+    ``finished``/``finish_reason`` are set by the newest update."""
+    out: dict[str, Any] = dict(left or {})
+    for key, value in (right or {}).items():
+        if key in ("consecutive_failures", "finished", "finish_reason"):
+            out[key] = value
+        else:
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+Handler = Callable[[Any], ToolMessage | Command[Any]]
+AsyncHandler = Callable[[Any], Awaitable[ToolMessage | Command[Any]]]
+
+
+class RetryController:
+    """Bounded retry -> skip -> finish for tool calls (CRITICTOOL).
+
+    Args:
+        max_retries: Retries of a transient error (CRITICTOOL's budget: 3). Must be >= 0.
+        initial_delay: First backoff in seconds; the n-th retry waits
+            ``min(max_delay, initial_delay * backoff_factor**n + U(0, jitter))`` seconds
+            (tenacity's ``wait_exponential_jitter``), or ``Retry-After`` when larger
+            (capped at ``max_delay``).
+        backoff_factor: Exponential base, >= 1.
+        max_delay: Cap of one wait, in seconds.
+        jitter: Upper bound of the uniform jitter added to each wait, in seconds.
+        on_exhausted: Default policy when retries are spent: ``skip`` or ``finish``.
+        idempotent_tools: Names of tools that are safe to run twice (timeouts are retried).
+        read_only_tools: Names of tools without side effects (also idempotent).
+        tool_policies: Per-tool :class:`ToolPolicy`.
+        max_tool_calls: Cap on executed tool calls per run (``None``: no cap).
+        max_consecutive_failures: Failed calls in a row before the run finishes.
+        timeout_s: Default seconds before a tool call counts as timed out (``None``: none).
+            A timed-out synchronous tool keeps running in a worker thread; its result is
+            discarded.
+        state_key: State key of the counters.
+        sleep: Sleep function (injectable for tests); async code uses ``asyncio.sleep``
+            unless ``asleep`` is given.
+        asleep: Async sleep function.
+
+    Raises:
+        ValueError: On an invalid bound (the message states it).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 3,
+        initial_delay: float = 1.0,
+        backoff_factor: float = 2.0,
+        max_delay: float = 60.0,
+        jitter: float = 1.0,
+        on_exhausted: OnExhausted = "skip",
+        idempotent_tools: Collection[str] = (),
+        read_only_tools: Collection[str] = (),
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
+        max_tool_calls: int | None = 100,
+        max_consecutive_failures: int | None = 5,
+        timeout_s: float | None = None,
+        state_key: str = "toolguard_controller",
+        sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if initial_delay < 0 or max_delay < 0 or jitter < 0:
+            raise ValueError("initial_delay, max_delay and jitter must be >= 0 seconds")
+        if backoff_factor < 1:
+            raise ValueError("backoff_factor must be >= 1")
+        if on_exhausted not in ("skip", "finish"):
+            raise ValueError("on_exhausted must be 'skip' or 'finish'")
+        if max_tool_calls is not None and max_tool_calls < 1:
+            raise ValueError("max_tool_calls must be >= 1 or None")
+        if max_consecutive_failures is not None and max_consecutive_failures < 1:
+            raise ValueError("max_consecutive_failures must be >= 1 or None")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0 seconds or None")
+        self.max_retries = max_retries
+        self.max_delay = max_delay
+        self._wait = wait_exponential_jitter(
+            initial=initial_delay, max=max_delay, exp_base=backoff_factor, jitter=jitter)
+        self.on_exhausted: OnExhausted = on_exhausted
+        self.read_only_tools = frozenset(read_only_tools)
+        self.idempotent_tools = frozenset(idempotent_tools) | self.read_only_tools
+        self.tool_policies = dict(tool_policies or {})
+        self.max_tool_calls = max_tool_calls
+        self.max_consecutive_failures = max_consecutive_failures
+        self.timeout_s = timeout_s
+        self.state_key = state_key
+        self.sleep = sleep
+        self.asleep = asleep or asyncio.sleep
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ policy helpers
+    def _policy(self, name: str) -> ToolPolicy:
+        return self.tool_policies.get(name, ToolPolicy())
+
+    def _retries_for(self, name: str) -> int:
+        p = self._policy(name).max_retries
+        return self.max_retries if p is None else p
+
+    def _idempotent(self, name: str, tool: Any) -> bool:
+        p = self._policy(name).idempotent
+        if p is not None:
+            return p
+        meta = getattr(tool, "metadata", None) or {}
+        return name in self.idempotent_tools or bool(meta.get("idempotent")) or (
+            meta.get("effects") == "read")
+
+    def _timeout_for(self, name: str) -> float | None:
+        p = self._policy(name).timeout_s
+        return self.timeout_s if p is None else p
+
+    def on_exhausted_for(self, name: str) -> OnExhausted:
+        """The skip/finish policy of a tool."""
+        return self._policy(name).on_exhausted or self.on_exhausted
+
+    def delay(self, attempt: int, classification: Classification) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+        state.attempt_number = attempt
+        wait = float(self._wait(state))
+        if classification.retry_after is not None:
+            wait = max(wait, min(classification.retry_after, self.max_delay))
+        return wait
+
+    def _retryable(self, c: Classification, name: str, tool: Any, attempts: _Attempts) -> bool:
+        if c.outcome != "transient" or attempts.retries >= self._retries_for(name):
+            return False
+        return not c.ambiguous or self._idempotent(name, tool)
+
+    # ------------------------------------------------------------------ pure pieces
+    def _counters(self, state: Any) -> Mapping[str, Any]:
+        value = state.get(self.state_key) if isinstance(state, Mapping) else getattr(
+            state, self.state_key, None)
+        return value if isinstance(value, Mapping) else {}
+
+    def _capped(self, request: Any) -> str | None:
+        counters = self._counters(request.state)
+        if self.max_tool_calls is not None and counters.get("tool_calls", 0) >= (
+                self.max_tool_calls):
+            return f"the tool-call budget of {self.max_tool_calls} calls for this run is spent"
+        if self.max_consecutive_failures is not None and counters.get(
+                "consecutive_failures", 0) >= self.max_consecutive_failures:
+            return f"{self.max_consecutive_failures} tool calls failed in a row"
+        return None
+
+    def _outcome_of(self, result: ToolMessage | Command[Any]) -> Classification:
+        if isinstance(result, ToolMessage):
+            return classify_result(result)
+        return SUCCESS  # a Command from the tool is its own business
+
+    def _finish(
+        self, request: Any, result: ToolMessage | Command[Any] | None, exc_class: Classification,
+        attempts: _Attempts,
+    ) -> ToolMessage | Command[Any]:
+        """Build the one answer for the call and the counter update."""
+        call = request.tool_call
+        name = str(call.get("name", ""))
+        call_id = str(call.get("id") or "")
+        prior = self._counters(request.state)
+        update: dict[str, Any] = {"tool_calls": 1, "retries": attempts.retries}
+        c = exc_class
+        message: ToolMessage
+        if c.outcome == "success" and isinstance(result, Command):
+            update["consecutive_failures"] = 0
+            return _merge_command(result, self.state_key, update)
+        if c.outcome == "success" and isinstance(result, ToolMessage):
+            update["consecutive_failures"] = 0
+            message = result
+        elif c.outcome == "internal":
+            update["internal_errors"] = 1
+            update["consecutive_failures"] = prior.get("consecutive_failures", 0) + 1
+            text = message_text(result) if isinstance(result, ToolMessage) else c.detail
+            message = ToolMessage(
+                content=f"{text}\nError category: {CATEGORY_TEXT.get(c.category or '', '')}. "
+                "Correct the call (right tool, parameter names and values) and try again.",
+                tool_call_id=call_id, name=name, status="error")
+        else:
+            update["environment_errors"] = 1
+            update["consecutive_failures"] = prior.get("consecutive_failures", 0) + 1
+            policy = self.on_exhausted_for(name)
+            why = _env_reason(c, attempts, self._retries_for(name), self._idempotent(
+                name, request.tool))
+            if policy == "finish":
+                update.update(finishes=1, finished=True,
+                              finish_reason=f"'{name}' failed: {why}")
+                text = (f"Error: '{name}' failed ({why}). Stop here: do not call more tools; "
+                        "tell the user what failed and ask how to proceed.")
+            else:
+                update["skips"] = 1
+                text = (f"Error: '{name}' failed ({why}). Skip this step and continue with "
+                        "the remaining subtasks; tell the user at the end that this step "
+                        "could not be done.")
+            message = ToolMessage(content=text, tool_call_id=call_id, name=name,
+                                  status="error")
+        limit = self.max_consecutive_failures
+        if limit is not None and update.get("consecutive_failures", 0) >= limit and not (
+                update.get("finished")):
+            update.update(finishes=1, finished=True,
+                          finish_reason=f"{limit} tool calls failed in a row")
+        return Command(update={"messages": [message], self.state_key: update})
+
+    def _refuse(self, request: Any, why: str) -> Command[Any]:
+        call = request.tool_call
+        message = ToolMessage(
+            content=f"Not executed: {why}. Stop calling tools; tell the user and ask how to "
+                    "proceed.",
+            tool_call_id=str(call.get("id") or ""), name=str(call.get("name", "")),
+            status="error")
+        return Command(update={"messages": [message], self.state_key: {
+            "refused": 1, "finishes": 1, "finished": True, "finish_reason": why}})
+
+    # ------------------------------------------------------------------ execution
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=8, thread_name_prefix="toolguard-tool")
+        return self._pool
+
+    def _call(self, handler: Handler, request: Any) -> tuple[Any, Classification]:
+        timeout = self._timeout_for(str(request.tool_call.get("name", "")))
+        try:
+            if timeout is None:
+                result = handler(request)
+            else:
+                future = self._executor().submit(handler, request)
+                result = future.result(timeout=timeout)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # a tool failure becomes an answer, never a crash
+            return None, classify_exception(exc)
+        return result, self._outcome_of(result)
+
+    async def _acall(self, handler: AsyncHandler, request: Any) -> tuple[Any, Classification]:
+        timeout = self._timeout_for(str(request.tool_call.get("name", "")))
+        try:
+            if timeout is None:
+                result = await handler(request)
+            else:
+                result = await asyncio.wait_for(handler(request), timeout)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # a tool failure becomes an answer, never a crash
+            return None, classify_exception(exc)
+        return result, self._outcome_of(result)
+
+    def wrap_tool_call(self, request: Any, handler: Handler) -> ToolMessage | Command[Any]:
+        """``ToolNode(wrap_tool_call=...)`` / ``AgentMiddleware.wrap_tool_call`` hook."""
+        why = self._capped(request)
+        if why is not None:
+            return self._refuse(request, why)
+        name = str(request.tool_call.get("name", ""))
+        attempts = _Attempts()
+        while True:
+            result, c = self._call(handler, request)
+            attempts.classes.append(c)
+            if not self._retryable(c, name, request.tool, attempts):
+                return self._finish(request, result, c, attempts)
+            attempts.retries += 1
+            self.sleep(self.delay(attempts.retries, c))
+
+    async def awrap_tool_call(
+        self, request: Any, handler: AsyncHandler
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of :meth:`wrap_tool_call`."""
+        why = self._capped(request)
+        if why is not None:
+            return self._refuse(request, why)
+        name = str(request.tool_call.get("name", ""))
+        attempts = _Attempts()
+        while True:
+            result, c = await self._acall(handler, request)
+            attempts.classes.append(c)
+            if not self._retryable(c, name, request.tool, attempts):
+                return self._finish(request, result, c, attempts)
+            attempts.retries += 1
+            await self.asleep(self.delay(attempts.retries, c))
+
+    # ------------------------------------------------------------------ graph helpers
+    def finished(self, state: Any) -> bool:
+        """Whether the run must stop (a ``finish`` policy fired or a cap was hit)."""
+        return bool(self._counters(state).get("finished"))
+
+    def finish_message(self, state: Any) -> AIMessage:
+        """The final message to the user when the run finishes."""
+        reason = self._counters(state).get("finish_reason") or "a tool failed"
+        return AIMessage(
+            f"I had to stop: {reason}. The steps before it are done. "
+            "How would you like me to proceed?",
+            response_metadata={"toolguard": "finish"},
+        )
+
+
+def _env_reason(c: Classification, attempts: _Attempts, budget: int, idempotent: bool) -> str:
+    kind = (c.category or "error").replace("_", " ")
+    if c.outcome == "permanent":
+        return f"{kind}: {c.detail[:200]}; this is permanent, retrying cannot help"
+    if c.ambiguous and not idempotent and attempts.retries == 0:
+        return (f"{kind}: {c.detail[:200]}; not retried because the tool is not idempotent "
+                "and the action may already have happened")
+    return f"{kind} after {attempts.retries + 1} attempts (retry budget {budget}): {c.detail[:200]}"
+
+
+def _merge_command(result: Command[Any], key: str, update: dict[str, Any]) -> Command[Any]:
+    body = result.update if isinstance(result.update, dict) else {}
+    merged = dict(body)
+    merged[key] = merge_controller_counters(body.get(key), update)
+    return Command(graph=result.graph, update=merged, resume=result.resume, goto=result.goto)
