@@ -1,6 +1,8 @@
 """The ``toolguard`` command line (typer).
 
 - ``toolguard eval detectors --json PATH``: the labelled BFCL detector suite.
+- ``toolguard eval faults --json PATH``: the retry controller on BFCL gold replays with
+  injected environment faults, next to LangChain's ``ToolRetryMiddleware``.
 - ``toolguard bench overhead``: the guard's per-call overhead and the guarded/plain
   ToolNode step ratio.
 """
@@ -40,6 +42,18 @@ def eval_detectors(
     if mode:
         kwargs["modes"] = tuple(mode)
     main(str(json_path) if json_path else None, **kwargs)  # type: ignore[arg-type]
+
+
+@eval_app.command("faults")
+def eval_faults(
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for injection points and jitter.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Episodes (default: all 200).")] = None,
+) -> None:
+    """Gold replays of BFCL multi_turn_base with injected faults: toolguard vs ToolRetryMiddleware."""
+    from evals.faults import main
+
+    main(str(json_path) if json_path else None, seed=seed, limit=limit)
 
 
 @bench_app.command("overhead")

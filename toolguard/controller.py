@@ -95,21 +95,24 @@ class Classification(BaseModel):
 
 SUCCESS = Classification(outcome="success")
 
+_HTTP = r"(?:http|status|code|error)\W{0,3}"  # a status number only counts in an HTTP context
 _PATTERNS: tuple[tuple[re.Pattern[str], Outcome, str, bool], ...] = (
     (re.compile(r"not a valid tool|no such tool|unknown tool|is not defined|has no attribute",
                 re.I), "internal", "tool_hallucination", False),
     (re.compile(r"unexpected keyword|missing \d+ required|required property|"
                 r"field required|missing required|unexpected param|extra inputs are not permitted",
                 re.I), "internal", "parameter_key", False),
-    (re.compile(r"\b429\b|too many requests|rate.?limit|quota", re.I),
+    (re.compile(_HTTP + r"429\b|^429\b|too many requests|rate.?limit|quota exceeded", re.I),
      "transient", "rate_limit", False),
     (re.compile(r"timed? ?out|timeout|deadline exceeded", re.I), "transient", "timeout", True),
-    (re.compile(r"connection (reset|aborted|refused|error)|broken pipe|temporarily unavailable",
-                re.I), "transient", "connection", False),
-    (re.compile(r"\b5\d\d\b|service unavailable|bad gateway|internal server error|"
-                r"gateway timeout", re.I), "transient", "server", False),
-    (re.compile(r"\b40[13]\b|permission denied|unauthori[sz]ed|forbidden|not subscribed|"
-                r"access denied", re.I), "permanent", "permission", False),
+    (re.compile(r"connection refused|temporarily unavailable", re.I),
+     "transient", "connection", False),
+    (re.compile(r"connection (reset|aborted|error)|broken pipe", re.I),
+     "transient", "connection", True),
+    (re.compile(_HTTP + r"5\d\d\b|^5\d\d\b|service unavailable|bad gateway|"
+                r"internal server error|gateway timeout", re.I), "transient", "server", False),
+    (re.compile(_HTTP + r"40[13]\b|^40[13]\b|permission denied|unauthori[sz]ed|forbidden|"
+                r"not subscribed|access denied", re.I), "permanent", "permission", False),
     (re.compile(r"validation error|invalid (value|argument|literal)|must be|not a valid|"
                 r"no such file|does not exist|not found|cannot|can't|invalid", re.I),
      "internal", "parameter_value", False),
@@ -163,8 +166,9 @@ def classify_text(text: str, *, exc: BaseException | None = None) -> Classificat
 def classify_exception(exc: BaseException) -> Classification:
     """Classify an exception raised by a tool.
 
-    By type (``TimeoutError`` -> transient/timeout, ambiguous; ``ConnectionError`` ->
-    transient/connection; ``PermissionError`` -> permanent; ``TypeError`` about keywords ->
+    By type (``TimeoutError`` -> transient/timeout, ambiguous; ``ConnectionRefusedError`` ->
+    transient; other ``ConnectionError`` s -> transient, ambiguous; ``PermissionError`` ->
+    permanent; ``TypeError`` about keywords ->
     internal/parameter_key; validation errors -> internal), then by an HTTP status on the
     exception or its ``response`` (429 and 5xx transient, 401/403/404 permanent), then by its
     message (:func:`classify_text`).
@@ -173,8 +177,11 @@ def classify_exception(exc: BaseException) -> Classification:
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)):
         return Classification(outcome="transient", category="timeout", ambiguous=True,
                               detail=text[:500])
-    if isinstance(exc, ConnectionError):
+    if isinstance(exc, ConnectionRefusedError):  # nothing was sent: safe to retry
         return Classification(outcome="transient", category="connection", detail=text[:500])
+    if isinstance(exc, ConnectionError):  # reset/aborted after sending: the effect may exist
+        return Classification(outcome="transient", category="connection", ambiguous=True,
+                              detail=text[:500])
     if isinstance(exc, PermissionError):
         return Classification(outcome="permanent", category="permission", detail=text[:500])
     status = _status_code(exc)
