@@ -210,9 +210,7 @@ def classify_result(message: ToolMessage) -> Classification:
     """
     text = message_text(message).strip()
     error: str | None = None
-    if message.status == "error":
-        error = text
-    elif text.startswith(("Error", "error:")):
+    if message.status == "error" or text.startswith(("Error", "error:")):
         error = text
     elif text.startswith("{") and '"error"' in text[:200]:
         try:
@@ -256,7 +254,8 @@ def merge_controller_counters(
     left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Reducer for the controller's state: counts add up; ``consecutive_failures`` and
-    ``finished``/``finish_reason`` are set by the newest update."""
+    ``finished``/``finish_reason`` are set by the newest update.
+    """
     out: dict[str, Any] = dict(left or {})
     for key, value in (right or {}).items():
         if key in ("consecutive_failures", "finished", "finish_reason"):

