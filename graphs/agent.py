@@ -68,10 +68,10 @@ def _add_tools_and_finish(
         return
     ctl = controller
 
-    def finish(state: dict[str, Any]) -> dict[str, Any]:
+    def finish(state: Any) -> dict[str, Any]:
         return {"messages": [ctl.finish_message(state)]}
 
-    builder.add_node("finish", finish)
+    builder.add_node("finish", RunnableLambda(finish, name="finish"))
     builder.add_conditional_edges(
         "tools", lambda s: "finish" if ctl.finished(s) else "model", ["finish", "model"])
     builder.add_edge("finish", END)
@@ -114,7 +114,7 @@ def create_guarded_agent(
     checkpointer: Checkpointer = None,
     ask_user: AskUserMode = "auto",
     handle_tool_errors: bool = True,
-    controller: RetryController | None | Literal["default"] = "default",
+    controller: RetryController | Literal["default"] | None = "default",
     **guard_options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The ReAct loop with a guard: ``model -> guard -> (ask_user | tools | model | END)``.

@@ -50,7 +50,7 @@ def eval_faults(
     seed: Annotated[int, typer.Option(help="Seed for injection points and jitter.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Episodes (default: all 200).")] = None,
 ) -> None:
-    """Gold replays of BFCL multi_turn_base with injected faults: toolguard vs ToolRetryMiddleware."""
+    """Replay BFCL multi_turn_base with injected faults: toolguard vs ToolRetryMiddleware."""
     from evals.faults import main
 
     main(str(json_path) if json_path else None, seed=seed, limit=limit)

@@ -253,8 +253,10 @@ class _Attempts:
 def merge_controller_counters(
     left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Reducer for the controller's state: counts add up; ``consecutive_failures`` and
-    ``finished``/``finish_reason`` are set by the newest update.
+    """Reducer for the controller's state.
+
+    Counts add up; ``consecutive_failures``, ``finished`` and ``finish_reason`` are set by
+    the newest update.
     """
     out: dict[str, Any] = dict(left or {})
     for key, value in (right or {}).items():

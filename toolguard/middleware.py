@@ -21,7 +21,7 @@ from toolguard.controller import RetryController, merge_controller_counters
 
 
 class ControllerState(AgentState[Any]):
-    """Agent state plus the controller's counters (see :class:`~toolguard.controller.RetryController`)."""
+    """Agent state plus the controller's counters (see ``RetryController``)."""
 
     toolguard_controller: NotRequired[Annotated[dict[str, Any], merge_controller_counters]]
 
