@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
@@ -20,7 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Checkpointer
 
-from toolguard.controller import RetryController
+from toolguard.controller import NEW_RUN, RetryController
 from toolguard.guard import Guard
 from toolguard.node import AskUserMode, AskUserNode, GuardNode, GuardState, needs_guard
 
@@ -34,11 +34,19 @@ def _model_node(
         messages = list(state["messages"])
         return [SystemMessage(system_prompt), *messages] if system_prompt else messages
 
+    def _update(state: dict[str, Any], answer: BaseMessage) -> dict[str, Any]:
+        update: dict[str, Any] = {"messages": [answer]}
+        messages = state["messages"]
+        if state.get("toolguard_controller") and messages and isinstance(
+                messages[-1], HumanMessage):
+            update["toolguard_controller"] = NEW_RUN  # a new user turn is a new run
+        return update
+
     def call(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {"messages": [bound.invoke(_prompt(state), config)]}
+        return _update(state, bound.invoke(_prompt(state), config))
 
     async def acall(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {"messages": [await bound.ainvoke(_prompt(state), config)]}
+        return _update(state, await bound.ainvoke(_prompt(state), config))
 
     return RunnableLambda(call, afunc=acall, name="model")
 
@@ -69,7 +77,7 @@ def _add_tools_and_finish(
     ctl = controller
 
     def finish(state: Any) -> dict[str, Any]:
-        return {"messages": [ctl.finish_message(state)]}
+        return ctl.finish_update(state)
 
     builder.add_node("finish", RunnableLambda(finish, name="finish"))
     builder.add_conditional_edges(

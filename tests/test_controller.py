@@ -225,9 +225,6 @@ def test_classify_429_reads_retry_after_from_headers() -> None:
     assert classify_exception(HTTPError(429)).retry_after is None
 
 
-@pytest.mark.xfail(reason="BUG: a malformed Retry-After header ('soon') makes "
-                          "classify_exception raise ValueError from email.utils."
-                          "parsedate_to_datetime instead of ignoring the header", strict=True)
 def test_classify_ignores_a_malformed_retry_after() -> None:
     c = classify_exception(HTTPError(429, headers={"Retry-After": "soon"}))
     assert c.outcome == "transient" and c.retry_after is None
@@ -249,11 +246,6 @@ def test_classify_validation_error_with_status_like_value_is_internal(
         "internal", "parameter_value", False)
 
 
-@pytest.mark.xfail(reason="BUG: classify_exception has no ValidationError branch (its docstring "
-                          "says 'validation errors -> internal'): the error text, which quotes "
-                          "the model's argument values, is matched against the environment "
-                          "patterns, so an invalid value mentioning 'timeout' is classified "
-                          "transient/timeout", strict=True)
 def test_classify_validation_error_mentioning_timeout_is_internal() -> None:
     error = _tool_validation_error({"city": "Paris", "days": "until timeout"})
     assert classify_exception(error).outcome == "internal"
@@ -320,10 +312,19 @@ def test_classify_result_ids_that_look_like_statuses_are_internal(error: str) ->
 def test_merge_controller_counters() -> None:
     merged = merge_controller_counters(
         {"tool_calls": 2, "retries": 1, "consecutive_failures": 2},
-        {"tool_calls": 1, "retries": 2, "consecutive_failures": 0, "finished": True,
+        {"tool_calls": 1, "retries": 2, "_success": 1, "finished": True,
          "finish_reason": "x"})
     assert merged == {"tool_calls": 3, "retries": 3, "consecutive_failures": 0,
                       "finished": True, "finish_reason": "x"}
+    # parallel failures of one step add up
+    assert merge_controller_counters(
+        {"consecutive_failures": 1}, {"consecutive_failures": 1})["consecutive_failures"] == 2
+    # a new user turn starts a new run
+    fresh = merge_controller_counters(
+        {"tool_calls": 4, "run_tool_calls": 4, "consecutive_failures": 3, "finished": True,
+         "finish_reason": "x"}, {"_new_run": 1})
+    assert fresh == {"tool_calls": 4, "run_tool_calls": 0, "consecutive_failures": 0,
+                     "finished": False, "finish_reason": None}
     assert merge_controller_counters(None, None) == {}
 
 
@@ -345,10 +346,6 @@ def test_controller_validates_its_bounds(options: dict[str, Any], message: str) 
         RetryController(**options)
 
 
-@pytest.mark.xfail(reason="BUG: RetryController passes initial_delay to tenacity's "
-                          "wait_exponential_jitter(initial=...), deprecated in tenacity 9.2: "
-                          "any initial_delay != 1 emits a DeprecationWarning, an error under "
-                          "filterwarnings=error / python -W error", strict=True)
 def test_initial_delay_emits_no_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -356,9 +353,6 @@ def test_initial_delay_emits_no_warning() -> None:
     assert controller.delay(1, Classification(outcome="transient")) == 0.5
 
 
-@pytest.mark.xfail(reason="BUG: ToolPolicy does not validate its bounds like RetryController: "
-                          "timeout_s=0 (every call of the tool times out at once) and "
-                          "max_retries=-1 are accepted", strict=True)
 @pytest.mark.parametrize("options", [{"timeout_s": 0}, {"max_retries": -1}])
 def test_tool_policy_validates_its_bounds(options: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
@@ -602,10 +596,6 @@ def test_finish_in_the_guarded_agent(sleeps: Sleeps) -> None:
     assert out["toolguard"]["allowed"] == 1
 
 
-@pytest.mark.xfail(reason="BUG: 'finished' stays True in the thread's state after the run "
-                          "that set it, so every later turn of the conversation ends with the "
-                          "old finish message (the model's answer never reaches the user)",
-                   strict=True)
 def test_finish_does_not_stick_to_the_next_turn(sleeps: Sleeps, recorder: Recorder) -> None:
     flaky = Flaky("get_quote", [HTTPError(403)])
     script = [ai_calls(("get_quote", {"city": "Paris"}, "q")),
@@ -641,9 +631,6 @@ def test_max_tool_calls_refuses_the_next_call_and_finishes(
     assert model.position == 3
 
 
-@pytest.mark.xfail(reason="BUG: the caps read the counters of the state snapshot the step "
-                          "started from, so parallel calls of one message all pass the "
-                          "max_tool_calls check (3 calls run under a cap of 2)", strict=True)
 def test_max_tool_calls_holds_for_parallel_calls(sleeps: Sleeps, recorder: Recorder) -> None:
     script = [ai_calls(("get_weather", {"city": "Paris"}, "a"),
                        ("get_weather", {"city": "Oslo"}, "b"),
@@ -681,10 +668,6 @@ def test_a_success_resets_consecutive_failures(sleeps: Sleeps) -> None:
     assert model.position == 4
 
 
-@pytest.mark.xfail(reason="BUG: each parallel call sets consecutive_failures to prior+1 from "
-                          "the same snapshot and the reducer keeps the last, so 3 failed "
-                          "parallel calls count as 1 and max_consecutive_failures=3 never "
-                          "fires", strict=True)
 def test_parallel_failures_count_towards_max_consecutive_failures(sleeps: Sleeps) -> None:
     flaky = Flaky("get_quote", [HTTPError(403)] * 3)
     script = [ai_calls(*[("get_quote", {"city": c}, c) for c in ("Paris", "Oslo", "Rome")]),
@@ -909,10 +892,6 @@ async def test_a_hanging_async_read_tool_is_retried(sleeps: Sleeps) -> None:
     assert out[KEY]["retries"] == 1 and len(sleeps.async_) == 1
 
 
-@pytest.mark.xfail(reason="BUG: sync timeouts share an 8-worker pool and a timed-out future is "
-                          "not cancelled: with 8 tools hung, a healthy call queues, is answered "
-                          "'timeout ... may already have happened' without having started, "
-                          "and then runs anyway once a worker frees up", strict=True)
 def test_a_call_queued_behind_hung_tools_does_not_run_after_its_timeout(
     sleeps: Sleeps, release: threading.Event,
 ) -> None:
@@ -969,11 +948,6 @@ class Confirmation(BaseModel):
     ok: bool
 
 
-@pytest.mark.xfail(reason="BUG: the controller catches the ValidationError that interrupt("
-                          "response_schema=...) raises for an invalid resume value; ToolNode "
-                          "re-raises it (langgraph.errors.is_invalid_resume) so the interrupt "
-                          "can be answered again, the controller turns it into a 'parameter "
-                          "value error' for the model and the run goes on", strict=True)
 def test_invalid_resume_value_is_not_swallowed(sleeps: Sleeps) -> None:
     @tool
     def delete_file(city: str) -> str:
@@ -1136,9 +1110,6 @@ def test_middleware_options_and_validation() -> None:
         RetryControllerMiddleware(RetryController(state_key="other"))
 
 
-@pytest.mark.xfail(reason="BUG: with a checkpointer, 'finished' stays in the thread's state, "
-                          "so before_model jumps to the end at the start of every later turn: "
-                          "the model is never called again in that conversation", strict=True)
 def test_middleware_finish_does_not_stick_to_the_next_turn(sleeps: Sleeps) -> None:
     flaky = Flaky("get_quote", [HTTPError(403)])
     agent, model = _agent(

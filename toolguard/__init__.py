@@ -6,9 +6,19 @@ Public API:
   :class:`Verdict` per call (RelyToolBench's type / timing / format / content).
 - :class:`GuardNode` drops the guard into any LangGraph ``StateGraph`` between the model
   node and the tool node.
+- :class:`RetryController` retries transient tool errors a bounded number of times, then
+  skips the step or finishes (CRITICTOOL); ``toolguard.middleware`` wraps it for
+  LangChain's ``create_agent``.
 - :class:`ToolSpec` is the typed tool description every component shares.
 """
 
+from toolguard.controller import (
+    Classification,
+    RetryController,
+    ToolPolicy,
+    classify_exception,
+    classify_result,
+)
 from toolguard.detectors import (
     ContentDetector,
     Detector,
@@ -38,6 +48,7 @@ from toolguard.types import Action, Evidence, HallucinationType, Verdict
 __all__ = [
     "Action",
     "AskUserNode",
+    "Classification",
     "ContentDetector",
     "Detector",
     "EmbeddingRelevanceJudge",
@@ -52,10 +63,14 @@ __all__ = [
     "LexicalRelevanceJudge",
     "RelevanceJudge",
     "RelevanceResult",
+    "RetryController",
     "TimingDetector",
+    "ToolPolicy",
     "ToolSpec",
     "TypeDetector",
     "Verdict",
+    "classify_exception",
+    "classify_result",
     "merge_counters",
     "needs_guard",
 ]

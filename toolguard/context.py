@@ -83,6 +83,7 @@ class CheckContext:
         request: The latest user message text ("" if none).
         results_since_request: ``ToolMessage`` s after the latest user message (0 on the
             first tool step of a turn).
+        user_turns: Number of user (``HumanMessage``) messages.
         extra_grounding: Values grounded by other components (e.g. KG resolution).
     """
 
@@ -93,6 +94,7 @@ class CheckContext:
     prior_calls: list[PriorCall] = field(default_factory=list)
     request: str = ""
     results_since_request: int = 0
+    user_turns: int = 0
     extra_grounding: list[str] = field(default_factory=list)
     _cache: dict[str, Any] = field(default_factory=dict)
 
@@ -276,6 +278,7 @@ def build_context(
     tool_texts: list[str] = []
     request = ""
     since_request = 0
+    turns = 0
     answers: dict[str, ToolMessage] = {}
     for m in history:
         if isinstance(m, ToolMessage):
@@ -288,6 +291,7 @@ def build_context(
             if isinstance(m, HumanMessage):
                 request = text
                 since_request = 0
+                turns += 1
         elif isinstance(m, ToolMessage):
             tool_texts.append(message_text(m))
             since_request += 1
@@ -314,5 +318,6 @@ def build_context(
         prior_calls=prior,
         request=request,
         results_since_request=since_request,
+        user_turns=turns,
         extra_grounding=list(extra_grounding),
     )

@@ -38,18 +38,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import email.utils
 import json
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.types import Command
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 from tenacity import RetryCallState, wait_exponential_jitter
 
 from toolguard.context import message_text
@@ -145,10 +148,12 @@ def _retry_after(exc: BaseException | None, text: str) -> float | None:
     try:
         return max(0.0, float(raw))
     except (TypeError, ValueError):
-        when = email.utils.parsedate_to_datetime(str(raw)) if isinstance(raw, str) else None
-        if when is None:
-            return None
-        return max(0.0, when.timestamp() - time.time())
+        pass
+    try:  # an HTTP date
+        when = email.utils.parsedate_to_datetime(str(raw))
+    except (TypeError, ValueError, IndexError):
+        return None  # a malformed header is ignored, never an error
+    return max(0.0, when.timestamp() - time.time())
 
 
 def classify_text(text: str, *, exc: BaseException | None = None) -> Classification:
@@ -163,6 +168,21 @@ def classify_text(text: str, *, exc: BaseException | None = None) -> Classificat
     return Classification(outcome="internal", category="parameter_value", detail=text[:500])
 
 
+def _validation_error(exc: BaseException) -> PydanticValidationError | None:
+    """The pydantic ``ValidationError`` behind ``exc`` (LangChain's ``ToolInvocationError``
+    wraps it), if any.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, PydanticValidationError):
+            return current
+        inner = getattr(current, "source", None)
+        current = inner if isinstance(inner, BaseException) else current.__cause__
+    return None
+
+
 def classify_exception(exc: BaseException) -> Classification:
     """Classify an exception raised by a tool.
 
@@ -174,6 +194,14 @@ def classify_exception(exc: BaseException) -> Classification:
     message (:func:`classify_text`).
     """
     text = f"{type(exc).__name__}: {exc}"
+    validation = _validation_error(exc)
+    if validation is not None:
+        kinds = {str(e.get("type", "")) for e in validation.errors()}
+        key_error = bool(kinds & {"missing", "extra_forbidden", "missing_argument",
+                                  "unexpected_keyword_argument"})
+        return Classification(outcome="internal",
+                              category="parameter_key" if key_error else "parameter_value",
+                              detail=text[:500])
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)):
         return Classification(outcome="transient", category="timeout", ambiguous=True,
                               detail=text[:500])
@@ -236,10 +264,10 @@ class ToolPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    max_retries: int | None = None
+    max_retries: int | None = Field(default=None, ge=0)
     on_exhausted: OnExhausted | None = None
     idempotent: bool | None = None
-    timeout_s: float | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
 
 
 @dataclass
@@ -250,21 +278,36 @@ class _Attempts:
     classes: list[Classification] = field(default_factory=list)
 
 
+_SET_KEYS = ("finished", "finish_reason")
+
+
 def merge_controller_counters(
     left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Reducer for the controller's state.
 
-    Counts add up; ``consecutive_failures``, ``finished`` and ``finish_reason`` are set by
-    the newest update.
+    Counts add up.  Markers in an update: ``_new_run`` (a new user turn: ``run_tool_calls``
+    and ``consecutive_failures`` restart at 0, ``finished`` is cleared) and ``_success`` (a
+    call succeeded: ``consecutive_failures`` restarts at 0).  ``finished`` and
+    ``finish_reason`` are set by the newest update.  Parallel calls of one step merge in
+    order, so their failures add up.
     """
     out: dict[str, Any] = dict(left or {})
-    for key, value in (right or {}).items():
-        if key in ("consecutive_failures", "finished", "finish_reason"):
+    update = dict(right or {})
+    if update.pop("_new_run", None):
+        out.update(run_tool_calls=0, consecutive_failures=0, finished=False, finish_reason=None)
+    if update.pop("_success", None):
+        out["consecutive_failures"] = 0
+    for key, value in update.items():
+        if key in _SET_KEYS:
             out[key] = value
         else:
             out[key] = out.get(key, 0) + value
     return out
+
+
+NEW_RUN: dict[str, Any] = {"_new_run": 1}
+"""The update that starts a new run (sent when a new user message arrives)."""
 
 
 Handler = Callable[[Any], ToolMessage | Command[Any]]
@@ -276,8 +319,8 @@ class RetryController:
 
     Args:
         max_retries: Retries of a transient error (CRITICTOOL's budget: 3). Must be >= 0.
-        initial_delay: First backoff in seconds; the n-th retry waits
-            ``min(max_delay, initial_delay * backoff_factor**n + U(0, jitter))`` seconds
+        initial_delay: First backoff in seconds; retry ``n`` (1-based) waits
+            ``min(max_delay, initial_delay * backoff_factor**(n-1) + U(0, jitter))`` seconds
             (tenacity's ``wait_exponential_jitter``), or ``Retry-After`` when larger
             (capped at ``max_delay``).
         backoff_factor: Exponential base, >= 1.
@@ -287,11 +330,12 @@ class RetryController:
         idempotent_tools: Names of tools that are safe to run twice (timeouts are retried).
         read_only_tools: Names of tools without side effects (also idempotent).
         tool_policies: Per-tool :class:`ToolPolicy`.
-        max_tool_calls: Cap on executed tool calls per run (``None``: no cap).
+        max_tool_calls: Cap on tool calls per run, i.e. per user turn (``None``: no cap).
+            Parallel calls of one step count in their order in the ``AIMessage``.
         max_consecutive_failures: Failed calls in a row before the run finishes.
         timeout_s: Default seconds before a tool call counts as timed out (``None``: none).
-            A timed-out synchronous tool keeps running in a worker thread; its result is
-            discarded.
+            A timed-out synchronous tool keeps running in its own daemon thread (Python
+            cannot stop it); its result is discarded.
         state_key: State key of the counters.
         sleep: Sleep function (injectable for tests); async code uses ``asyncio.sleep``
             unless ``asleep`` is given.
@@ -337,7 +381,7 @@ class RetryController:
         self.max_retries = max_retries
         self.max_delay = max_delay
         self._wait = wait_exponential_jitter(
-            initial=initial_delay, max=max_delay, exp_base=backoff_factor, jitter=jitter)
+            multiplier=initial_delay, max=max_delay, exp_base=backoff_factor, jitter=jitter)
         self.on_exhausted: OnExhausted = on_exhausted
         self.read_only_tools = frozenset(read_only_tools)
         self.idempotent_tools = frozenset(idempotent_tools) | self.read_only_tools
@@ -348,7 +392,6 @@ class RetryController:
         self.state_key = state_key
         self.sleep = sleep
         self.asleep = asleep or asyncio.sleep
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ policy helpers
     def _policy(self, name: str) -> ToolPolicy:
@@ -396,9 +439,11 @@ class RetryController:
 
     def _capped(self, request: Any) -> str | None:
         counters = self._counters(request.state)
-        if self.max_tool_calls is not None and counters.get("tool_calls", 0) >= (
-                self.max_tool_calls):
-            return f"the tool-call budget of {self.max_tool_calls} calls for this run is spent"
+        if self.max_tool_calls is not None:
+            made = counters.get("run_tool_calls", 0) + _earlier_siblings(request)
+            if made >= self.max_tool_calls:
+                return (f"the tool-call budget of {self.max_tool_calls} calls for this run "
+                        "is spent")
         if self.max_consecutive_failures is not None and counters.get(
                 "consecutive_failures", 0) >= self.max_consecutive_failures:
             return f"{self.max_consecutive_failures} tool calls failed in a row"
@@ -418,18 +463,19 @@ class RetryController:
         name = str(call.get("name", ""))
         call_id = str(call.get("id") or "")
         prior = self._counters(request.state)
-        update: dict[str, Any] = {"tool_calls": 1, "retries": attempts.retries}
+        update: dict[str, Any] = {"tool_calls": 1, "run_tool_calls": 1,
+                                  "retries": attempts.retries}
         c = exc_class
         message: ToolMessage
         if c.outcome == "success" and isinstance(result, Command):
-            update["consecutive_failures"] = 0
+            update["_success"] = 1
             return _merge_command(result, self.state_key, update)
         if c.outcome == "success" and isinstance(result, ToolMessage):
-            update["consecutive_failures"] = 0
+            update["_success"] = 1
             message = result
         elif c.outcome == "internal":
             update["internal_errors"] = 1
-            update["consecutive_failures"] = prior.get("consecutive_failures", 0) + 1
+            update["consecutive_failures"] = 1
             text = message_text(result) if isinstance(result, ToolMessage) else c.detail
             message = ToolMessage(
                 content=f"{text}\nError category: {CATEGORY_TEXT.get(c.category or '', '')}. "
@@ -437,7 +483,7 @@ class RetryController:
                 tool_call_id=call_id, name=name, status="error")
         else:
             update["environment_errors"] = 1
-            update["consecutive_failures"] = prior.get("consecutive_failures", 0) + 1
+            update["consecutive_failures"] = 1
             policy = self.on_exhausted_for(name)
             why = _env_reason(c, attempts, self._retries_for(name), self._idempotent(
                 name, request.tool))
@@ -454,7 +500,8 @@ class RetryController:
             message = ToolMessage(content=text, tool_call_id=call_id, name=name,
                                   status="error")
         limit = self.max_consecutive_failures
-        if limit is not None and update.get("consecutive_failures", 0) >= limit and not (
+        failures = prior.get("consecutive_failures", 0) + update.get("consecutive_failures", 0)
+        if limit is not None and "_success" not in update and failures >= limit and not (
                 update.get("finished")):
             update.update(finishes=1, finished=True,
                           finish_reason=f"{limit} tool calls failed in a row")
@@ -471,23 +518,16 @@ class RetryController:
             "refused": 1, "finishes": 1, "finished": True, "finish_reason": why}})
 
     # ------------------------------------------------------------------ execution
-    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=8, thread_name_prefix="toolguard-tool")
-        return self._pool
-
     def _call(self, handler: Handler, request: Any) -> tuple[Any, Classification]:
         timeout = self._timeout_for(str(request.tool_call.get("name", "")))
         try:
-            if timeout is None:
-                result = handler(request)
-            else:
-                future = self._executor().submit(handler, request)
-                result = future.result(timeout=timeout)
+            result = handler(request) if timeout is None else _run_with_timeout(
+                handler, request, timeout)
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a tool failure becomes an answer, never a crash
+            if is_invalid_resume(exc):
+                raise  # an interrupt answered with an invalid value: let it be asked again
             return None, classify_exception(exc)
         return result, self._outcome_of(result)
 
@@ -501,6 +541,8 @@ class RetryController:
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a tool failure becomes an answer, never a crash
+            if is_invalid_resume(exc):
+                raise  # an interrupt answered with an invalid value: let it be asked again
             return None, classify_exception(exc)
         return result, self._outcome_of(result)
 
@@ -538,17 +580,77 @@ class RetryController:
 
     # ------------------------------------------------------------------ graph helpers
     def finished(self, state: Any) -> bool:
-        """Whether the run must stop (a ``finish`` policy fired or a cap was hit)."""
-        return bool(self._counters(state).get("finished"))
+        """Whether the run must stop: a ``finish`` policy fired, a cap was hit, or parallel
+        failures together reached ``max_consecutive_failures``.
+        """
+        counters = self._counters(state)
+        limit = self.max_consecutive_failures
+        return bool(counters.get("finished")) or (
+            limit is not None and counters.get("consecutive_failures", 0) >= limit)
+
+    def _reason(self, state: Any) -> str:
+        counters = self._counters(state)
+        if counters.get("finish_reason"):
+            return str(counters["finish_reason"])
+        return f"{self.max_consecutive_failures} tool calls failed in a row"
 
     def finish_message(self, state: Any) -> AIMessage:
         """The final message to the user when the run finishes."""
-        reason = self._counters(state).get("finish_reason") or "a tool failed"
         return AIMessage(
-            f"I had to stop: {reason}. The steps before it are done. "
+            f"I had to stop: {self._reason(state)}. The steps before it are done. "
             "How would you like me to proceed?",
             response_metadata={"toolguard": "finish"},
         )
+
+    def finish_update(self, state: Any) -> dict[str, Any]:
+        """State update that ends the run: the finish message and the ``finished`` flag."""
+        counters = self._counters(state)
+        marks: dict[str, Any] = {"finished": True, "finish_reason": self._reason(state)}
+        if not counters.get("finished"):
+            marks["finishes"] = 1
+        return {"messages": [self.finish_message(state)], self.state_key: marks}
+
+
+def _earlier_siblings(request: Any) -> int:
+    """How many calls come before this one in the ``AIMessage`` that made it (parallel calls
+    of one step all see the same state, so the cap counts them by position).
+    """
+    state = request.state
+    messages = state.get("messages") if isinstance(state, Mapping) else getattr(
+        state, "messages", None)
+    call_id = request.tool_call.get("id")
+    for m in reversed(messages or []):
+        if isinstance(m, AIMessage) and m.tool_calls:
+            ids = [tc.get("id") for tc in m.tool_calls]
+            return ids.index(call_id) if call_id in ids else 0
+    return 0
+
+
+def _run_with_timeout(handler: Handler, request: Any, timeout: float) -> Any:
+    """Run ``handler(request)`` in a daemon thread; ``TimeoutError`` after ``timeout`` seconds.
+
+    The thread runs with the caller's context variables, so LangGraph's config and
+    interrupts work.  Each call gets its own thread, so a hung tool never delays another call; a timed-out
+    call keeps running in its thread (Python cannot kill it) and its result is discarded.
+    """
+    ctx = contextvars.copy_context()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["result"] = ctx.run(handler, request)
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="toolguard-tool", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"tool call timed out after {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def _env_reason(c: Classification, attempts: _Attempts, budget: int, idempotent: bool) -> str:

@@ -428,21 +428,54 @@ class LocalModelServer:
 
     # -- clients ------------------------------------------------------------------
 
-    def chat_model(self, **kwargs: Any) -> ChatOpenAI:
+    def chat_model(
+        self,
+        *,
+        max_tokens: int | None = 512,
+        tool_choice: str | None = "auto",
+        **kwargs: Any,
+    ) -> ChatOpenAI:
         """A ``ChatOpenAI`` client for this server.
 
         Defaults: ``base_url`` = :attr:`base_url`, ``api_key="sk-local"`` (the server checks
         none), ``model`` = :attr:`model_alias`, ``temperature=0``; ``kwargs`` override them
-        and pass through (``max_tokens``, ``timeout``, ...).
+        and pass through (``timeout``, ``max_retries``, ...).
+
+        Two llama-cpp-python server quirks are handled here:
+
+        - its ``chatml-function-calling`` handler ignores ``tools`` unless the request
+          carries ``tool_choice``, and ``bind_tools`` sends none by default, so
+          ``tool_choice`` (default ``"auto"``) is sent with every request; a
+          ``bind_tools(..., tool_choice=...)`` still overrides it.
+        - it reads ``max_tokens`` but langchain-openai sends ``max_completion_tokens``, which
+          it ignores (generation would run until ``n_ctx``), so the cap also goes in
+          ``extra_body``.
+
+        Args:
+            max_tokens: Cap on generated tokens per request; ``None`` for no cap.
+            tool_choice: Default ``tool_choice``; ``None`` sends none (tools are then
+                ignored by the server).
+            **kwargs: ``ChatOpenAI`` fields.
 
         Raises:
             LocalModelError: The server has not been started.
         """
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+        model_kwargs: dict[str, Any] = dict(kwargs.pop("model_kwargs", None) or {})
+        if tool_choice is not None:
+            model_kwargs.setdefault("tool_choice", tool_choice)
+        extra_body: dict[str, Any] = dict(kwargs.pop("extra_body", None) or {})
+        if max_tokens is not None:
+            extra_body.setdefault("max_tokens", max_tokens)
         options: dict[str, Any] = {
             "base_url": self.base_url,
             "api_key": "sk-local",
             "model": self.model_alias,
             "temperature": 0,
+            "max_tokens": max_tokens,
+            "model_kwargs": model_kwargs,
+            "extra_body": extra_body or None,
         }
         options.update(kwargs)
         return ChatOpenAI(**options)

@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from toolguard.controller import RetryController, merge_controller_counters
+from toolguard.controller import NEW_RUN, RetryController, merge_controller_counters
 
 
 class ControllerState(AgentState[Any]):
@@ -64,12 +64,24 @@ class RetryControllerMiddleware(AgentMiddleware[ControllerState, Any, Any]):
         """Async twin of :meth:`wrap_tool_call`."""
         return await self.controller.awrap_tool_call(request, handler)
 
+    def before_agent(self, state: ControllerState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """A new invocation is a new run: clear ``finished`` and the per-run counters."""
+        if state.get("toolguard_controller"):
+            return {"toolguard_controller": NEW_RUN}
+        return None
+
+    async def abefore_agent(
+        self, state: ControllerState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_agent`."""
+        return self.before_agent(state, runtime)
+
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: ControllerState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """End the run with a message to the user once the controller says finish."""
         if not self.controller.finished(state):
             return None
-        return {"messages": [self.controller.finish_message(state)], "jump_to": "end"}
+        return {**self.controller.finish_update(state), "jump_to": "end"}
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(

@@ -70,6 +70,17 @@ class RelevanceJudge(ABC):
 
 
 @lru_cache(maxsize=4096)
+def _input_terms(tool: ToolSpec) -> frozenset[str]:
+    """Stems of a tool's parameter names and descriptions (what it consumes)."""
+    parts: list[str] = []
+    for pname, schema in tool.properties.items():
+        parts.append(pname)
+        if isinstance(schema, dict) and isinstance(schema.get("description"), str):
+            parts.append(schema["description"])
+    return content_stems(" ".join(parts))
+
+
+@lru_cache(maxsize=4096)
 def _tool_terms(tool: ToolSpec) -> tuple[frozenset[str], frozenset[str]]:
     """(name stems, description + parameter stems) of a tool."""
     name = content_stems(tool.name)
@@ -89,7 +100,9 @@ class LexicalRelevanceJudge(RelevanceJudge):
 
     - ``Relevant`` if the chosen tool's score is > 0.
     - ``Irrelevant`` if it is 0 and another tool scores at least ``min_alternative_score``
-      (the model picked the wrong tool of the set).
+      (the model picked the wrong tool of the set) — unless the chosen tool's name words
+      appear in that tool's parameters (``get_zipcode`` before ``estimate_distance``, whose
+      parameters are zipcodes: a helper step), which is ``Unsure``.
     - ``Irrelevant`` with no alternatives if every tool scores 0 and the request has at least
       ``min_request_terms`` content words, only when ``flag_no_match`` is on (off by default:
       requests in other languages share no words with English tool docs).
@@ -137,7 +150,17 @@ class LexicalRelevanceJudge(RelevanceJudge):
             ((self.score(terms, t), t.name) for t in tools if t.name != tool.name),
             reverse=True,
         )
+        by_name = {t.name: t for t in tools}
         better = [name for s, name in others if s >= self.min_alternative_score]
+        own_name = _tool_terms(tool)[0]
+        feeds = [  # distinctive name words only: "country_info.*" siblings share a prefix
+            n for n in better
+            if (own_name - _tool_terms(by_name[n])[0]) & _input_terms(by_name[n])
+        ]
+        if feeds:  # get_zipcode(city) before estimate_distance(zipcode ...): a helper step
+            return RelevanceResult(
+                label="Unsure", score=0.0,
+                reason=f"'{tool.name}' may provide an input of {feeds[0]!r}")
         if better:
             return RelevanceResult(
                 label="Irrelevant",

@@ -23,10 +23,10 @@ from toolguard.types import Evidence, Verdict
 class TypeDetector(Detector):
     """Blocks fabricated tools and judges the relevance of existing ones.
 
-    Relevance is judged only on the first tool step of a user turn (no tool result since
-    the latest user message) and only for a tool not already used successfully in the
-    conversation: later steps chain helper tools (``get_zipcode`` before
-    ``estimate_distance``) whose link to the request a judge cannot see.
+    Relevance is judged only on the first tool step of a conversation (no earlier tool call)
+    and only for the first user turn: later steps and turns chain helper tools
+    (``get_zipcode`` before ``estimate_distance``, ``lockDoors`` before driving) whose link
+    to the latest request a judge cannot see.
 
     Args:
         judge: The relevance judge, or ``None`` to check only for fabricated tools.
@@ -58,9 +58,9 @@ class TypeDetector(Detector):
     @staticmethod
     def _judged(call: ProposedCall, ctx: CheckContext) -> bool:
         """Whether relevance is judged for this call (see class docstring)."""
-        if not ctx.request or ctx.results_since_request > 0:
+        if not ctx.request or ctx.results_since_request > 0 or ctx.prior_calls:
             return False
-        return not any(p.name == call.name and p.ok for p in ctx.prior_calls)
+        return ctx.user_turns <= 1
 
     @staticmethod
     def _fabricated(call: ProposedCall, ctx: CheckContext) -> Verdict | None:
