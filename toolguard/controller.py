@@ -169,8 +169,9 @@ def classify_text(text: str, *, exc: BaseException | None = None) -> Classificat
 
 
 def _validation_error(exc: BaseException) -> PydanticValidationError | None:
-    """The pydantic ``ValidationError`` behind ``exc`` (LangChain's ``ToolInvocationError``
-    wraps it), if any.
+    """The pydantic ``ValidationError`` behind ``exc``, if any.
+
+    LangChain's ``ToolInvocationError`` wraps it (``source``/``__cause__``).
     """
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -580,8 +581,10 @@ class RetryController:
 
     # ------------------------------------------------------------------ graph helpers
     def finished(self, state: Any) -> bool:
-        """Whether the run must stop: a ``finish`` policy fired, a cap was hit, or parallel
-        failures together reached ``max_consecutive_failures``.
+        """Whether the run must stop.
+
+        ``True`` when a ``finish`` policy fired, a cap was hit, or parallel failures together
+        reached ``max_consecutive_failures``.
         """
         counters = self._counters(state)
         limit = self.max_consecutive_failures
@@ -612,8 +615,9 @@ class RetryController:
 
 
 def _earlier_siblings(request: Any) -> int:
-    """How many calls come before this one in the ``AIMessage`` that made it (parallel calls
-    of one step all see the same state, so the cap counts them by position).
+    """How many calls come before this one in the ``AIMessage`` that made it.
+
+    Parallel calls of one step all see the same state, so the cap counts them by position.
     """
     state = request.state
     messages = state.get("messages") if isinstance(state, Mapping) else getattr(
@@ -630,8 +634,9 @@ def _run_with_timeout(handler: Handler, request: Any, timeout: float) -> Any:
     """Run ``handler(request)`` in a daemon thread; ``TimeoutError`` after ``timeout`` seconds.
 
     The thread runs with the caller's context variables, so LangGraph's config and
-    interrupts work.  Each call gets its own thread, so a hung tool never delays another call; a timed-out
-    call keeps running in its thread (Python cannot kill it) and its result is discarded.
+    interrupts work.  Each call gets its own thread, so a hung tool never delays another
+    call; a timed-out call keeps running in its thread (Python cannot kill it) and its result
+    is discarded.
     """
     ctx = contextvars.copy_context()
     box: dict[str, Any] = {}
