@@ -1,5 +1,7 @@
 """The ``toolguard`` command line (typer).
 
+- ``toolguard demo``: a real model (the embedded SmolLM2 server, or ``--base-url``) as an
+  agent on BFCL v4 multi-turn tasks, with the plain ToolNode loop and with the guard.
 - ``toolguard eval detectors --json PATH``: the labelled BFCL detector suite.
 - ``toolguard eval faults --json PATH``: the retry controller on BFCL gold replays with
   injected environment faults, next to LangChain's ``ToolRetryMiddleware``.
@@ -19,6 +21,46 @@ eval_app = typer.Typer(no_args_is_help=True, help="Reproducible evaluations.")
 bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (print numbers).")
 app.add_typer(eval_app, name="eval")
 app.add_typer(bench_app, name="bench")
+
+
+@app.command("demo")
+def demo(
+    episodes: Annotated[int, typer.Option(help="BFCL multi-turn episodes per mode.")] = 4,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    trace: Annotated[Path | None, typer.Option(help="Write every verdict as JSONL here.")] = None,
+    faults: Annotated[
+        bool, typer.Option(help="Inject timeouts, 429s and 403s into state-changing calls.")
+    ] = False,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="An OpenAI-compatible endpoint (e.g. vLLM); default: start the "
+                          "embedded llama.cpp server with SmolLM2-135M."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model name at --base-url, or a GGUF path/alias locally.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Episode selection and fault seed.")] = 0,
+    max_steps: Annotated[int, typer.Option(help="Model calls per user turn.")] = 10,
+) -> None:
+    """Run a real model as an agent on BFCL v4 multi-turn tasks, unguarded vs guarded."""
+    import json
+
+    from evals.demo import print_report, run_demo
+    from toolguard.local_model import LocalModelServer, chat_model_for
+
+    def run(chat: object) -> dict[str, object]:
+        return run_demo(chat, episodes=episodes, seed=seed,  # type: ignore[arg-type]
+                        trace_path=trace, faults=faults, max_steps=max_steps)
+
+    if base_url:
+        result = run(chat_model_for(base_url, model))
+    else:
+        with LocalModelServer(model or "smollm2") as server:
+            result = run(server.chat_model())
+    print_report(result)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
 
 
 @eval_app.command("detectors")
