@@ -12,13 +12,16 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -84,6 +87,7 @@ FAKE_SERVER = textwrap.dedent(
 
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            print("request", json.dumps(request), flush=True)
             call = {
                 "id": "call_0",
                 "type": "function",
@@ -362,7 +366,15 @@ def test_chat_model_defaults_and_overrides(stand_in: LocalModelServer) -> None:
     assert model.openai_api_base == stand_in.base_url
     assert model.model_name == "tiny"
     assert model.temperature == 0
+    assert model.max_retries == 0
+    assert model.request_timeout == 120.0
     assert stand_in.chat_model(temperature=0.5, max_tokens=16).temperature == 0.5
+
+
+def _requests(server: LocalModelServer) -> list[dict[str, Any]]:
+    assert server.log_path is not None
+    lines = server.log_path.read_text().splitlines()
+    return [json.loads(line[len("request ") :]) for line in lines if line.startswith("request ")]
 
 
 def test_chat_model_tool_call_round_trip(stand_in: LocalModelServer) -> None:
@@ -371,6 +383,27 @@ def test_chat_model_tool_call_round_trip(stand_in: LocalModelServer) -> None:
     assert reply.tool_calls == [
         {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_0", "type": "tool_call"}
     ]
+    (request,) = _requests(stand_in)
+    # llama-cpp-python ignores tools without tool_choice, and reads max_tokens only
+    assert request["tool_choice"] == "auto"
+    assert request["max_tokens"] == 512
+    assert request["model"] == "tiny"
+    assert request["temperature"] == 0
+
+
+def test_chat_model_bound_tool_choice_wins(stand_in: LocalModelServer) -> None:
+    model = stand_in.chat_model(max_tokens=None)
+    model.bind_tools([get_weather], tool_choice="get_weather").invoke("weather in Paris?")
+    (request,) = _requests(stand_in)
+    assert request["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert "max_tokens" not in request
+
+
+def test_chat_model_needs_a_started_server(gguf: Path) -> None:
+    with pytest.raises(LocalModelError, match="not started"):
+        LocalModelServer(gguf).chat_model()
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        LocalModelServer(gguf).chat_model(max_tokens=0)
 
 
 async def test_chat_model_tool_call_round_trip_async(stand_in: LocalModelServer) -> None:
@@ -424,9 +457,9 @@ def test_real_server_rejects_garbage_gguf(gguf: Path) -> None:
     with pytest.raises(LocalModelError) as info:
         server.start()
     message = str(info.value)
-    assert "exited with code" in message
+    assert "exited with code 1" in message
     assert "llama_cpp.server" in message
-    assert "log lines" in message and "(empty)" not in message
+    assert "Failed to load model" in message  # the log tail
     assert not server.running
 
 
@@ -440,7 +473,9 @@ def test_real_smollm2_server_tool_call_shape() -> None:
             listing = json.load(response)
         assert [entry["id"] for entry in listing["data"]] == ["smollm2"]
         model = server.chat_model(max_tokens=64, timeout=60)
-        reply = model.bind_tools([get_weather]).invoke("What is the weather in Paris?")
+        # chatml-function-calling shows the tool list only inside a system message
+        prompt = [("system", "You call functions."), ("human", "What is the weather in Paris?")]
+        reply = model.bind_tools([get_weather]).invoke(prompt)
         # A 135M model's choice is not asserted, only the shape of what comes back.
         assert isinstance(reply, AIMessage)
         assert isinstance(reply.tool_calls, list)
@@ -451,3 +486,32 @@ def test_real_smollm2_server_tool_call_shape() -> None:
     assert not server.running
     assert _gone(pid)
     assert _port_free(port)
+
+
+@needs_smollm2
+def test_real_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    # The parent starts a server, reports its pid, then dies by SIGKILL (no atexit, no
+    # stop()): the watchdog in the server sees its stdin close and stops the group.
+    parent = tmp_path / "parent.py"
+    parent.write_text(
+        textwrap.dedent(
+            """
+            import os, signal
+            from toolguard.local_model import LocalModelServer
+
+            server = LocalModelServer("smollm2", n_ctx=512, stop_grace=1.0).start()
+            print("pid", server.pid, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, str(parent)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the orphaned temp log lands here
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    assert _gone(_pid_in(result.stdout), within=15)

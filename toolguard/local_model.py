@@ -33,13 +33,13 @@ import importlib
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Sequence
@@ -65,6 +65,27 @@ ChatFormat = Literal["chatml-function-calling", "functionary-v2", "chatml", "gem
 
 LOCAL_EXTRA_HINT = "pip install 'toolguard[local]'"
 _LOG_TAIL_LINES = 40
+
+# Runs `python -m llama_cpp.server` with a watchdog thread.  The server lives in its own
+# process group (so stop() can signal everything it spawned), which also means it does not
+# die with its parent; the parent therefore holds the write end of the child's stdin, and
+# when the parent is gone (even after SIGKILL) the read returns EOF and the watchdog sends
+# SIGTERM to the group, then SIGKILL after the grace period in argv[1].
+_LAUNCHER = """\
+import os, runpy, signal, sys, threading, time
+grace = float(sys.argv.pop(1))
+def watchdog():
+    try:
+        while os.read(0, 65536):  # raw fd: a buffered stdin would block shutdown
+            pass
+    except OSError:
+        pass
+    os.killpg(0, signal.SIGTERM)
+    time.sleep(grace)
+    os.killpg(0, signal.SIGKILL)
+threading.Thread(target=watchdog, name="toolguard-watchdog", daemon=True).start()
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
 
 
 class LocalModelError(RuntimeError):
@@ -109,12 +130,19 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
 }
 
 
+def _cpu_count() -> int:
+    """CPUs this process may run on (affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "toolguard" / "models"
 
 
-def find_gguf(model: str | os.PathLike[str] = "smollm2") -> Path:
+def find_gguf(model: BundledModelName | str | os.PathLike[str] = "smollm2") -> Path:
     """Locate a GGUF model file.
 
     Args:
@@ -203,14 +231,17 @@ class LocalModelServer:
     until it answers 200 (llama-cpp-python loads the model before it opens the port), for
     at most ``startup_timeout`` seconds.  :meth:`stop` sends ``SIGTERM`` to the group, then
     ``SIGKILL`` after ``stop_grace`` seconds.  Use it as a context manager, or call
-    :meth:`start` / :meth:`stop`; a server still running at interpreter exit is stopped.
+    :meth:`start` / :meth:`stop`.  A server still running at interpreter exit is stopped,
+    and one whose parent is killed outright stops itself (a watchdog thread in the server
+    watches a pipe from the parent).
 
     Args:
         model: Bundled model name or GGUF path, resolved by :func:`find_gguf` at once.
         n_ctx: Context window in tokens (prompt + completion).  Every bound tool's JSON
             schema goes into the prompt, so many tools need a large window; SmolLM2 was
             trained with 8192.
-        n_threads: CPU threads for generation; default ``os.cpu_count()``.
+        n_threads: CPU threads for generation; default the CPUs this process may use
+            (``os.sched_getaffinity``, else ``os.cpu_count()``).
         chat_format: llama-cpp-python chat handler; ``chatml-function-calling`` turns
             OpenAI ``tools`` into a grammar-constrained prompt for any ChatML-style model.
         model_alias: Model id the server reports and ``chat_model`` requests; default the
@@ -233,7 +264,7 @@ class LocalModelServer:
 
     def __init__(
         self,
-        model: str | os.PathLike[str] = "smollm2",
+        model: BundledModelName | str | os.PathLike[str] = "smollm2",
         *,
         n_ctx: int = 8192,
         n_threads: int | None = None,
@@ -266,7 +297,7 @@ class LocalModelServer:
         name = os.fspath(model)
         self.model_alias = model_alias or (name if name in BUNDLED_MODELS else self.model_path.stem)
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads or _cpu_count()
         self.chat_format = chat_format
         self.host = host
         self.startup_timeout = startup_timeout
@@ -315,11 +346,23 @@ class LocalModelServer:
         return self._process is not None and self._process.poll() is None
 
     def command(self) -> list[str]:
-        """The full server command line (the port is filled in by :meth:`start`)."""
+        """The server command line (the port is filled in by :meth:`start`).
+
+        With the default ``server_command`` the process actually started is
+        ``sys.executable -c <watchdog launcher> GRACE <flags>``, which runs the same
+        ``llama_cpp.server`` module (see :data:`_LAUNCHER`).
+        """
         prefix = self.server_command or (sys.executable, "-m", "llama_cpp.server")
+        return [*prefix, *self._flags()]
+
+    def _launch_command(self) -> list[str]:
+        if self.server_command is not None:
+            return [*self.server_command, *self._flags()]
+        return [sys.executable, "-c", _LAUNCHER, f"{self.stop_grace:g}", *self._flags()]
+
+    def _flags(self) -> list[str]:
         port = self._port or self._requested_port or 0
         return [
-            *prefix,
             "--model", str(self.model_path),
             "--model_alias", self.model_alias,
             "--chat_format", self.chat_format,
@@ -359,8 +402,9 @@ class LocalModelServer:
         started = time.monotonic()
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
+                self._launch_command(),
+                # The launcher's watchdog reads stdin: EOF means this process is gone.
+                stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -396,7 +440,7 @@ class LocalModelServer:
         tail = _tail(self._log_path) if self._log_path is not None else ""
         return LocalModelError(
             f"local model server {what}.\n"
-            f"command: {subprocess.list2cmdline(command)}\n"
+            f"command: {shlex.join(command)}\n"
             f"last {_LOG_TAIL_LINES} log lines ({self._log_path}):\n{tail or '(empty)'}"
         )
 
@@ -410,6 +454,8 @@ class LocalModelServer:
         atexit.unregister(self.stop)
         if process is not None:
             _terminate_group(process, self.stop_grace)
+            if process.stdin is not None:
+                process.stdin.close()
         self._port = None
         if remove_log and self._owns_log and self._log_path is not None:
             self._log_path.unlink(missing_ok=True)
@@ -441,7 +487,7 @@ class LocalModelServer:
         none), ``model`` = :attr:`model_alias`, ``temperature=0``; ``kwargs`` override them
         and pass through (``timeout``, ``max_retries``, ...).
 
-        Two llama-cpp-python server quirks are handled here:
+        llama-cpp-python (0.3.x) server quirks handled here:
 
         - its ``chatml-function-calling`` handler ignores ``tools`` unless the request
           carries ``tool_choice``, and ``bind_tools`` sends none by default, so
@@ -450,6 +496,14 @@ class LocalModelServer:
         - it reads ``max_tokens`` but langchain-openai sends ``max_completion_tokens``, which
           it ignores (generation would run until ``n_ctx``), so the cap also goes in
           ``extra_body``.
+        - it serves one request at a time and does not cancel a request whose client gave
+          up, so retries only queue behind it: ``max_retries`` defaults to 0 and
+          ``timeout`` to 120 s.
+
+        Not handled (callers should know): the handler lists the tools (their parameter
+        schemas only, no descriptions) inside the *system* message, so a conversation
+        without one shows the model no tool list; with ``tool_choice="auto"`` it ignores
+        ``max_tokens`` while generating arguments, and a text reply comes back empty.
 
         Args:
             max_tokens: Cap on generated tokens per request; ``None`` for no cap.
@@ -458,6 +512,7 @@ class LocalModelServer:
             **kwargs: ``ChatOpenAI`` fields.
 
         Raises:
+            ValueError: ``max_tokens`` < 1.
             LocalModelError: The server has not been started.
         """
         if max_tokens is not None and max_tokens < 1:
@@ -476,9 +531,11 @@ class LocalModelServer:
             "max_tokens": max_tokens,
             "model_kwargs": model_kwargs,
             "extra_body": extra_body or None,
+            "timeout": 120.0,
+            "max_retries": 0,
         }
         options.update(kwargs)
-        return ChatOpenAI(**options)
+        return LlamaCppChatOpenAI(**options)
 
 
 def _require_llama_cpp_server() -> None:
@@ -518,6 +575,24 @@ def _terminate_group(process: subprocess.Popen[bytes], grace: float) -> None:
     except subprocess.TimeoutExpired:
         _signal_group(process, signal.SIGKILL)
         process.wait()
+
+
+class LlamaCppChatOpenAI(ChatOpenAI):
+    """``ChatOpenAI`` for llama-cpp-python's server.
+
+    langchain-openai sends an assistant message that only calls tools with
+    ``"content": null``; llama-cpp-python's request schema requires a string there and
+    answers such a history with HTTP 500.  This client sends ``""`` instead.
+    """
+
+    def _get_request_payload(
+        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        for message in payload.get("messages") or []:
+            if isinstance(message, dict) and message.get("content") is None:
+                message["content"] = ""
+        return payload
 
 
 def chat_model_for(
