@@ -527,9 +527,7 @@ class RetryController:
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a tool failure becomes an answer, never a crash
-            if is_invalid_resume(exc):
-                raise  # an interrupt answered with an invalid value: let it be asked again
-            return None, classify_exception(exc)
+            return None, _failure(exc)
         return result, self._outcome_of(result)
 
     async def _acall(self, handler: AsyncHandler, request: Any) -> tuple[Any, Classification]:
@@ -542,9 +540,7 @@ class RetryController:
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a tool failure becomes an answer, never a crash
-            if is_invalid_resume(exc):
-                raise  # an interrupt answered with an invalid value: let it be asked again
-            return None, classify_exception(exc)
+            return None, _failure(exc)
         return result, self._outcome_of(result)
 
     def wrap_tool_call(self, request: Any, handler: Handler) -> ToolMessage | Command[Any]:
@@ -612,6 +608,17 @@ class RetryController:
         if not counters.get("finished"):
             marks["finishes"] = 1
         return {"messages": [self.finish_message(state)], self.state_key: marks}
+
+
+def _failure(exc: Exception) -> Classification:
+    """Classify a tool exception.
+
+    An interrupt resumed with an invalid value is re-raised, so it can be answered again
+    (as ``ToolNode`` does).
+    """
+    if is_invalid_resume(exc):
+        raise exc
+    return classify_exception(exc)
 
 
 def _earlier_siblings(request: Any) -> int:
