@@ -617,7 +617,9 @@ class EpisodeRun:
         state: The environment's final public state.
         guard: Guard counters summed over turns.
         controller: Controller counters summed over turns.
-        step_limited_turns: Turns ended by ``max_steps`` or the recursion limit.
+        step_limited_turns: Turns ended by ``max_steps``, the recursion limit or a model
+            request that ran past the client's timeout.
+        model_timeouts: Turns ended by a model request timeout (runaway generations).
         wall_s: Seconds the episode took.
         error: ``repr`` of an exception that ended the episode early, else ``None``.
         fault: The fault plan, if faults were injected.
@@ -633,6 +635,7 @@ class EpisodeRun:
     guard: dict[str, int] = field(default_factory=dict)
     controller: dict[str, int] = field(default_factory=dict)
     step_limited_turns: int = 0
+    model_timeouts: int = 0
     wall_s: float = 0.0
     error: str | None = None
     fault: FaultPlan | None = None
@@ -679,7 +682,13 @@ _CONTROLLER_ALIASES: Final = {"retry": "retries", "skip": "skips", "finish": "fi
 class _TurnResult:
     last: dict[str, Any]
     limited: bool = False
+    timed_out: bool = False
     error: str | None = None
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """A request that ran past the client's timeout (openai's ``APITimeoutError``, httpx's)."""
+    return isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower()
 
 
 def _run_turn(
@@ -703,6 +712,11 @@ def _run_turn(
     except GraphBubbleUp:
         raise
     except Exception as exc:  # a model/server failure ends this episode, not the demo
+        if _is_timeout(exc) and not raise_errors:
+            # a runaway generation: end this turn, keep the episode going
+            out.limited = True
+            out.timed_out = True
+            return out
         if raise_errors:
             raise
         out.error = repr(exc)[:500]
@@ -780,6 +794,7 @@ def run_episode(
         run.error = turn.error
         messages = list(last.get("messages") or messages)
         run.step_limited_turns += int(turn.limited)
+        run.model_timeouts += int(turn.timed_out)
         for call in _unanswered(messages):
             why = ("its arguments could not be parsed" if call.get("invalid")
                    else "the step limit of this turn was reached" if turn.limited
@@ -949,6 +964,7 @@ def score_run(run: EpisodeRun) -> tuple[dict[str, Any], list[CallOutcome]]:
         "error": run.error,
         "model_calls": model_calls,
         "step_limited_turns": run.step_limited_turns,
+        "model_timeouts": run.model_timeouts,
         "faults_injected": sum(1 for e in run.executions if e.fault is not None),
         "tokens": tokens,
         "wall_s": round(run.wall_s, 3),
@@ -978,7 +994,8 @@ def _timing(run: EpisodeRun, index: int, call_id: str) -> bool:
 # ============================================================================ the demo
 _SUMMED: Final = ("calls_proposed", "executed", "blocked", "asked_user", "change_tools",
                   "retries", "skips", "finishes", "state_match", "episodes", "errors",
-                  "model_calls", "step_limited_turns", "faults_injected", "tokens")
+                  "model_calls", "step_limited_turns", "model_timeouts", "faults_injected",
+                  "tokens")
 
 
 def _empty_summary() -> dict[str, Any]:
@@ -1198,6 +1215,7 @@ _ROWS: Final = (
     ("faults injected", "faults_injected"),
     ("model calls", "model_calls"),
     ("step-limited turns", "step_limited_turns"),
+    ("model requests timed out", "model_timeouts"),
     ("errors", "errors"),
     ("tokens", "tokens"),
     ("wall s", "wall_s"),

@@ -40,7 +40,10 @@ def demo(
         str | None, typer.Option(help="Model name at --base-url, or a GGUF path/alias locally.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Episode selection and fault seed.")] = 0,
-    max_steps: Annotated[int, typer.Option(help="Model calls per user turn.")] = 10,
+    max_steps: Annotated[int, typer.Option(help="Model calls per user turn.")] = 6,
+    request_timeout: Annotated[
+        float, typer.Option(help="Seconds per model request (small models can run away).")
+    ] = 30.0,
 ) -> None:
     """Run a real model as an agent on BFCL v4 multi-turn tasks, unguarded vs guarded."""
     import json
@@ -53,10 +56,10 @@ def demo(
                         trace_path=trace, faults=faults, max_steps=max_steps)
 
     if base_url:
-        result = run(chat_model_for(base_url, model))
+        result = run(chat_model_for(base_url, model, timeout=request_timeout))
     else:
         with LocalModelServer(model or "smollm2") as server:
-            result = run(server.chat_model())
+            result = run(server.chat_model(timeout=request_timeout))
     print_report(result)
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)

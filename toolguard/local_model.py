@@ -74,6 +74,18 @@ _LOG_TAIL_LINES = 40
 _LAUNCHER = """\
 import os, runpy, signal, sys, threading, time
 grace = float(sys.argv.pop(1))
+cap = int(sys.argv.pop(1))
+if cap > 0:
+    # chatml-function-calling generates tool arguments with max_tokens=None (unbounded):
+    # a small model can run away for minutes inside one string, and the single-threaded
+    # server queues every later request behind it. Cap every completion instead.
+    import llama_cpp
+    _create = llama_cpp.Llama.create_completion
+    def create_completion(self, *args, **kwargs):
+        if kwargs.get("max_tokens") is None or kwargs["max_tokens"] > cap:
+            kwargs["max_tokens"] = cap
+        return _create(self, *args, **kwargs)
+    llama_cpp.Llama.create_completion = create_completion
 def watchdog():
     try:
         while os.read(0, 65536):  # raw fd: a buffered stdin would block shutdown
@@ -256,6 +268,10 @@ class LocalModelServer:
         server_command: Command prefix that runs the server, default
             ``[sys.executable, "-m", "llama_cpp.server"]``; the flags above are appended.
         extra_args: More server flags (``["--n_gpu_layers", "-1"]``).
+        max_tokens_cap: Tokens at most per completion, enforced inside the server (0: none).
+            llama-cpp-python's ``chatml-function-calling`` generates tool arguments without
+            any limit, and a small model can run away for minutes in one string while every
+            later request waits; the cap ends such a call with truncated (invalid) arguments.
 
     Raises:
         ValueError: A bound is violated.
@@ -278,6 +294,7 @@ class LocalModelServer:
         log_path: str | os.PathLike[str] | None = None,
         server_command: Sequence[str] | None = None,
         extra_args: Sequence[str] = (),
+        max_tokens_cap: int = 256,
     ) -> None:
         if n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
@@ -305,6 +322,9 @@ class LocalModelServer:
         self.stop_grace = stop_grace
         self.server_command = tuple(server_command) if server_command is not None else None
         self.extra_args = tuple(extra_args)
+        if max_tokens_cap < 0:
+            raise ValueError("max_tokens_cap must be >= 0 (0: no cap)")
+        self.max_tokens_cap = max_tokens_cap
         self._requested_port = port
         self._log_path = Path(log_path) if log_path is not None else None
         self._owns_log = log_path is None
@@ -358,7 +378,8 @@ class LocalModelServer:
     def _launch_command(self) -> list[str]:
         if self.server_command is not None:
             return [*self.server_command, *self._flags()]
-        return [sys.executable, "-c", _LAUNCHER, f"{self.stop_grace:g}", *self._flags()]
+        return [sys.executable, "-c", _LAUNCHER, f"{self.stop_grace:g}",
+                str(self.max_tokens_cap), *self._flags()]
 
     def _flags(self) -> list[str]:
         port = self._port or self._requested_port or 0
