@@ -136,8 +136,8 @@ text-format part, since tools are bound natively (``constants/default_prompts.py
 DEFAULT_MIX: Final[tuple[bfcl.MultiTurnCategory, ...]] = (
     "multi_turn_base",
     "multi_turn_miss_param",
-    "multi_turn_base",
     "multi_turn_miss_func",
+    "multi_turn_base",
 )
 """Categories of episodes 1, 2, 3, 4, 5, ... (cycled): 4 episodes give 2 base,
 1 miss_param, 1 miss_func."""

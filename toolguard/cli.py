@@ -25,7 +25,10 @@ app.add_typer(bench_app, name="bench")
 
 @app.command("demo")
 def demo(
-    episodes: Annotated[int, typer.Option(help="BFCL multi-turn episodes per mode.")] = 4,
+    episodes: Annotated[
+        int, typer.Option(help="BFCL multi-turn episodes per mode (base, miss_param, "
+                               "miss_func, base, ... in turn).")
+    ] = 3,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     trace: Annotated[Path | None, typer.Option(help="Write every verdict as JSONL here.")] = None,
     faults: Annotated[
@@ -40,7 +43,7 @@ def demo(
         str | None, typer.Option(help="Model name at --base-url, or a GGUF path/alias locally.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Episode selection and fault seed.")] = 0,
-    max_steps: Annotated[int, typer.Option(help="Model calls per user turn.")] = 6,
+    max_steps: Annotated[int, typer.Option(help="Model calls per user turn.")] = 4,
     request_timeout: Annotated[
         float, typer.Option(help="Seconds per model request (small models can run away).")
     ] = 30.0,
