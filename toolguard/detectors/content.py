@@ -151,6 +151,21 @@ def _numbers_in(text: str) -> set[float]:
     return out
 
 
+def _rounded_from(x: float, g: _Grounding) -> bool:
+    """Whether ``x`` is a grounded or derived number rounded to its decimals.
+
+    For 1-4 decimals only: 3.96 from a tool's 3.9626 gallons.  Integers are not matched this
+    way (too many invented integers would round from something).
+    """
+    text = repr(x)
+    if "e" in text or "." not in text:
+        return False
+    decimals = len(text.split(".")[1].rstrip("0"))
+    if not 1 <= decimals <= 4:
+        return False
+    return any(round(n, decimals) == x for n in g.numbers | g.derived if n != x)
+
+
 def _snake(name: str) -> str:
     """``ingredientLimit`` -> ``ingredient_limit``."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
@@ -328,8 +343,10 @@ class ContentDetector(Detector):
             return True
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             x = float(value)
-            return abs(x) in g.numbers or round(x * 100, 8) in g.numbers or (
-                x != 0 and round(x / 100, 10) in g.numbers) or round(abs(x), 6) in g.derived
+            if abs(x) in g.numbers or round(x * 100, 8) in g.numbers or (
+                    x != 0 and round(x / 100, 10) in g.numbers) or round(abs(x), 6) in g.derived:
+                return True
+            return _rounded_from(abs(x), g)
         raw = str(value).strip()
         if _DATE.match(raw):
             return self._date_found(raw, g)
