@@ -314,26 +314,25 @@ def _with_unique_ids(message: AIMessage) -> AIMessage | None:
     replaces the original in place.
     """
     seen: set[str] = set()
-    changed = False
-    calls = []
-    for i, tc in enumerate(message.tool_calls):
-        cid = tc.get("id") or f"toolguard_call_{i}"
-        while cid in seen:
-            cid = f"{cid}_{i}"
-        changed |= cid != tc.get("id")
-        seen.add(cid)
-        calls.append({**tc, "id": cid})
-    invalid = []
-    for j, itc in enumerate(message.invalid_tool_calls):
-        cid = itc.get("id") or f"toolguard_invalid_{j}"
-        while cid in seen:
-            cid = f"{cid}_{j}"
-        changed |= cid != itc.get("id")
-        seen.add(cid)
-        invalid.append({**itc, "id": cid})
-    if not changed:
+    calls, changed_valid = _unique_ids(message.tool_calls, "toolguard_call", seen)
+    invalid, changed_invalid = _unique_ids(message.invalid_tool_calls, "toolguard_invalid", seen)
+    if not (changed_valid or changed_invalid):
         return None
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
+
+
+def _unique_ids(calls: Sequence[Any], prefix: str, seen: set[str]) -> tuple[list[Any], bool]:
+    """Calls with ids made non-empty and unique (among ``seen``, which is updated)."""
+    out: list[Any] = []
+    changed = False
+    for i, call in enumerate(calls):
+        cid = call.get("id") or f"{prefix}_{i}"
+        while cid in seen:
+            cid = f"{cid}_{i}"
+        changed |= cid != call.get("id")
+        seen.add(cid)
+        out.append({**call, "id": cid})
+    return out, changed
 
 
 def _pending(messages: Sequence[BaseMessage]) -> list[Any]:
