@@ -27,6 +27,7 @@ from toolguard.detectors import (
     TypeDetector,
 )
 from toolguard.guard import Guard
+from toolguard.kg import DeterministicPathGenerator, KnowledgeGraph, Resolution, kg_search
 from toolguard.node import (
     AskUserNode,
     GuardCounters,
@@ -35,6 +36,7 @@ from toolguard.node import (
     merge_counters,
     needs_guard,
 )
+from toolguard.precheck import Precheck, PrecheckDecision
 from toolguard.relevance import (
     EmbeddingRelevanceJudge,
     LexicalRelevanceJudge,
@@ -51,6 +53,7 @@ __all__ = [
     "Classification",
     "ContentDetector",
     "Detector",
+    "DeterministicPathGenerator",
     "EmbeddingRelevanceJudge",
     "Evidence",
     "FormatDetector",
@@ -59,10 +62,14 @@ __all__ = [
     "GuardNode",
     "GuardState",
     "HallucinationType",
+    "KnowledgeGraph",
     "LLMRelevanceJudge",
     "LexicalRelevanceJudge",
+    "Precheck",
+    "PrecheckDecision",
     "RelevanceJudge",
     "RelevanceResult",
+    "Resolution",
     "RetryController",
     "TimingDetector",
     "ToolPolicy",
@@ -71,6 +78,7 @@ __all__ = [
     "Verdict",
     "classify_exception",
     "classify_result",
+    "kg_search",
     "merge_counters",
     "needs_guard",
 ]

@@ -5,6 +5,8 @@
 - ``toolguard eval detectors --json PATH``: the labelled BFCL detector suite.
 - ``toolguard eval faults --json PATH``: the retry controller on BFCL gold replays with
   injected environment faults, next to LangChain's ``ToolRetryMiddleware``.
+- ``toolguard eval abstain`` / ``toolguard eval familytool``: first cuts of the ICT-style
+  abstain evaluation and the FamilyTool KG-extraction metrics (issues 5 and 4, in progress).
 - ``toolguard bench overhead``: the guard's per-call overhead and the guarded/plain
   ToolNode step ratio.
 """
@@ -102,6 +104,49 @@ def eval_faults(
     from evals.faults import main
 
     main(str(json_path) if json_path else None, seed=seed, limit=limit)
+
+
+@eval_app.command("abstain")
+def eval_abstain(
+    dataset: Annotated[str, typer.Option(help="relytoolbench or bfcl.")] = "relytoolbench",
+    mode: Annotated[str, typer.Option(help="Pre-check mode: deterministic.")] = "deterministic",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="RelyToolBench folder (default ../shared/data/relytoolbench)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Records per file/category.")] = None,
+) -> None:
+    """Abstain (ICT) eval: accuracy/F1 per subset, abstain = positive class (work in progress)."""
+    from evals.abstain import main
+
+    if dataset not in ("relytoolbench", "bfcl"):
+        raise typer.BadParameter("dataset must be relytoolbench or bfcl")
+    main(dataset, mode=mode, data_dir=data_dir, json_path=json_path,  # type: ignore[arg-type]
+         limit=limit)
+
+
+@eval_app.command("familytool")
+def eval_familytool(
+    data_dir: Annotated[
+        Path, typer.Option(help="Folder with familytool-{b,e}.jsonl and familykg-{b,e}.txt.")
+    ],
+    subset: Annotated[str, typer.Option(help="b (base) or e (extended).")] = "b",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    extraction: Annotated[str, typer.Option(help="Path extraction: exact, gs or rr.")] = "exact",
+    generator: Annotated[
+        str, typer.Option(help="deterministic, or golden (oracle paths).")
+    ] = "deterministic",
+) -> None:
+    """KG-extraction metrics on FamilyTool (work in progress)."""
+    from evals.familytool import main
+
+    if subset not in ("b", "e") or extraction not in ("exact", "gs", "rr") or generator not in (
+            "deterministic", "golden"):
+        raise typer.BadParameter(
+            "subset: b|e, extraction: exact|gs|rr, generator: deterministic|golden")
+    main(data_dir, subset, str(json_path) if json_path else None,  # type: ignore[arg-type]
+         extraction=extraction, generator=generator)  # type: ignore[arg-type]
 
 
 @bench_app.command("overhead")
