@@ -203,6 +203,14 @@ def default_embedding_model_path() -> Path:
     )
 
 
+@lru_cache(maxsize=4)
+def _load_encoder(path: str) -> Any:
+    """One SentenceTransformer per model folder, shared by all judges (CPU)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu")
+
+
 class EmbeddingRelevanceJudge(RelevanceJudge):
     """Lexical overlap first; where it is not decisive, sentence-embedding cosine similarity.
 
@@ -258,15 +266,7 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
 
     def _encoder(self) -> Any:
         if self._model is None:
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise ImportError(
-                    "EmbeddingRelevanceJudge needs sentence-transformers: "
-                    "pip install 'toolguard[embed]'"
-                ) from exc
-            path = self.model_path or default_embedding_model_path()
-            self._model = SentenceTransformer(str(path), device="cpu")
+            self._model = _load_encoder(str(self.model_path or default_embedding_model_path()))
         return self._model
 
     def _vectors(self, tools: Sequence[ToolSpec]) -> list[Any]:

