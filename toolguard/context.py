@@ -146,25 +146,30 @@ def _canon(value: Any) -> Any:
     return value
 
 
-def is_error_result(message: ToolMessage) -> bool:
-    """Whether a tool answer reports failure.
+def error_text(message: ToolMessage) -> str | None:
+    """The error a tool answer reports, or ``None`` for a successful answer.
 
-    ``True`` for ``status="error"``, for a JSON object with a non-empty ``"error"`` key
-    (BFCL's environments answer ``{"error": "..."}``), and for text starting with
-    ``Error`` (ToolNode's and BFCL's ``"Error during execution: ..."``).
+    An answer fails when its ``status`` is ``"error"``, its text starts with ``Error``
+    (ToolNode's and BFCL's ``"Error during execution: ..."``) — both give the whole text —
+    or it is a JSON object with a non-empty ``"error"`` key (BFCL's environments answer
+    ``{"error": "..."}``), which gives that value.
     """
-    if message.status == "error":
-        return True
     text = message_text(message).strip()
-    if text.startswith(("Error", "error:")):
-        return True
+    if message.status == "error" or text.startswith(("Error", "error:")):
+        return text
     if text.startswith("{") and '"error"' in text[:200]:
         try:
             payload = json.loads(text)
         except ValueError:
-            return False
-        return isinstance(payload, dict) and bool(payload.get("error"))
-    return False
+            return None
+        if isinstance(payload, dict) and payload.get("error"):
+            return str(payload["error"])
+    return None
+
+
+def is_error_result(message: ToolMessage) -> bool:
+    """Whether a tool answer reports failure (see :func:`error_text`)."""
+    return error_text(message) is not None
 
 
 def _refused_by_guard(message: ToolMessage) -> bool:

@@ -40,7 +40,6 @@ import asyncio
 import concurrent.futures
 import contextvars
 import email.utils
-import json
 import re
 import threading
 import time
@@ -55,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from tenacity import RetryCallState, wait_exponential_jitter
 
-from toolguard.context import message_text
+from toolguard.context import error_text, message_text
 
 Outcome = Literal["success", "internal", "transient", "permanent"]
 InternalCategory = Literal[
@@ -237,20 +236,8 @@ def classify_result(message: ToolMessage) -> Classification:
     ``Error ...`` text as ToolNode and BFCL's executor write) is classified by its text; any
     other answer is ``success``.
     """
-    text = message_text(message).strip()
-    error: str | None = None
-    if message.status == "error" or text.startswith(("Error", "error:")):
-        error = text
-    elif text.startswith("{") and '"error"' in text[:200]:
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            payload = None
-        if isinstance(payload, dict) and payload.get("error"):
-            error = str(payload["error"])
-    if error is None:
-        return SUCCESS
-    return classify_text(error)
+    error = error_text(message)
+    return SUCCESS if error is None else classify_text(error)
 
 
 class ToolPolicy(BaseModel):
