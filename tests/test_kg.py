@@ -126,7 +126,10 @@ def test_resolver_missing_link_and_unknown_speaker(kg: KnowledgeGraph) -> None:
     assert res.missing and "father" in res.missing[0]
     unknown = gen.resolve("<speak>Speaker: Mallory</speak> My mom's city.")
     assert unknown.programs == [] and "Mallory" in unknown.missing[0]
-    assert gen.resolve("my mom's city").missing == ["unknown speaker: the speaker"]
+    assert gen.resolve("my mom's city").missing == [
+        "unknown speaker: the speaker is not in the knowledge graph"]
+    assert gen.resolve("What's the weather like?").missing == []  # nothing personal
+    assert gen.resolve("Play a song.", speaker="Bob").programs == []
 
 
 def test_resolver_cycles_terminate(kg: KnowledgeGraph) -> None:
@@ -163,5 +166,6 @@ def test_deterministic_resolver_on_base_set(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r.json").read_text())["kg_extraction"] == m
     # reached by this resolver (issue 4 targets: coverage >= 95, EM >= 85, no-hall >= 95)
     assert m["no_hallucination"] >= 95
-    assert m["em"] >= 57
-    assert m["coverage"] >= 61
+    assert m["em"] >= 65  # measured 66.5 (issue 4 target 85: not reached, see report)
+    assert m["coverage"] >= 69  # measured 70.8 (target 95)
+    assert m["format_error"] <= 2.5

@@ -1,4 +1,4 @@
-"""Knowledge-graph parameter resolution (KGETool, FamilyTool paper).
+"""The knowledge graph and FamilyTool's extraction (KGETool, FamilyTool paper).
 
 - :class:`KnowledgeGraph`: (head, relation, tail) triples on a networkx ``MultiDiGraph``
   (one edge per triple, keyed by relation), mutable at run time, read from FamilyTool's
@@ -8,10 +8,8 @@
 - :func:`kg_search`: FamilyTool's ``KG_search`` on a model response: every
   ``KG.search(start=..., path=[...])`` call is parsed and extracted; the result string is
   what the paper's pipeline puts into the query (``""`` when there is no call).
-- :class:`DeterministicPathGenerator`: no-LLM relation-path generation: the speaker from
-  ``<speak>Speaker: Bob</speak>``, possessive / kinship chains anchored at the speaker
-  ("my father's mother's ...", "my mom's ..."), named people, and the attribute phrase
-  mapped onto the KG's relation names with a synonym lexicon and rapidfuzz similarity.
+- Relation-path generation lives in :mod:`toolguard.kg.resolver` (deterministic) and
+  :mod:`toolguard.kg.llm` (KGETool prompt).
 
 Extraction modes (:data:`ExtractionMode`): ``exact`` follows the path as written;
 ``gs`` (greedy search) replaces, hop by hop, a relation missing at the current entity
@@ -27,7 +25,6 @@ import ast
 import itertools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -61,6 +58,8 @@ class KnowledgeGraph:
     def __init__(self, triples: Iterable[Sequence[str]] = ()) -> None:
         self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
         self._seq = itertools.count()
+        self.version = 0
+        """Incremented by every change (readers cache derived views per version)."""
         for triple in triples:
             self.add(*triple)
 
@@ -87,6 +86,7 @@ class KnowledgeGraph:
         if self.graph.has_edge(head, tail, key=relation):
             return False
         self.graph.add_edge(head, tail, key=relation, seq=next(self._seq))
+        self.version += 1
         return True
 
     def remove(self, head: str, relation: str, tail: str) -> bool:
@@ -94,6 +94,7 @@ class KnowledgeGraph:
         if not self.graph.has_edge(head, tail, key=relation):
             return False
         self.graph.remove_edge(head, tail, key=relation)
+        self.version += 1
         for node in (head, tail):
             if node in self.graph and self.graph.degree(node) == 0:
                 self.graph.remove_node(node)
@@ -322,232 +323,3 @@ def programs_for_links(links: Sequence[Sequence[str]]) -> list[str]:
     for root in roots:
         walk(root, [], frozenset({root}))
     return out
-
-
-# --------------------------------------------------------------- deterministic generator
-
-_KIN: dict[str, tuple[str, ...]] = {
-    "mother": ("mother", "mom", "mum", "mommy", "mama", "ma", "mam"),
-    "father": ("father", "dad", "daddy", "papa", "pa", "pop"),
-    "son": ("son", "child", "kid", "boy", "little one", "children", "kids"),
-    "daughter": ("daughter", "child", "kid", "girl", "little one"),
-    "child": ("child", "son", "daughter", "kid", "little one"),
-    "husband": ("husband", "hubby", "spouse", "partner"),
-    "wife": ("wife", "spouse", "partner"),
-    "grandmother": ("grandmother", "grandma", "granny", "nana"),
-    "grandfather": ("grandfather", "grandpa", "granddad", "grandad"),
-    "brother": ("brother", "bro", "sibling"),
-    "sister": ("sister", "sis", "sibling"),
-}
-"""Kinship relation name -> phrases that refer to it."""
-
-_ATTR_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "dinnertime": ("dining time", "dinner", "meal", "meals", "mealtime", "eat", "dine time"),
-    "appointment_time": ("appointment", "time", "appointments"),
-    "appointment_with": ("meet", "meeting", "appointment location", "store", "use"),
-    "pickup_location": ("picked up", "pick up", "pickup", "spot", "spots", "visit", "visiting"),
-    "dining_location": ("dining", "dine", "eat", "dining spot", "dinner place"),
-    "travel_city": ("travel city", "travel", "trip", "visit"),
-    "travel_to": ("destination", "traveling", "travelling", "travel to"),
-    "city": ("city", "cities", "area", "town"),
-    "city_of_residence": ("lives", "live", "resides", "reside", "residence", "home city"),
-    "home": ("home", "live", "house", "address"),
-    "events_in": ("event type", "events", "event"),
-    "event": ("event", "events"),
-    "theater": ("theater", "theatre", "cinema", "movie theater", "go"),
-    "hotel_location": ("stay", "hotel location", "staying", "vacation", "hotel is"),
-    "hotel": ("hotel",),
-    "hotel_stars": ("stars", "star", "hotel stars"),
-    "genre": ("genre", "music"),
-    "song": ("song", "track", "tune"),
-    "playlist": ("playlist", "listens"),
-    "movie": ("movie", "film", "watch"),
-    "movies_directed_by": ("director", "directed"),
-    "show_type": ("show",),
-    "account_number": ("account", "bank", "wallet", "balance", "transactions"),
-    "phone_number": ("phone", "number", "call"),
-    "birthday": ("birthday", "born"),
-    "bedroom_room": ("bedroom", "room", "lights"),
-    "living_apartment": ("apartment", "living"),
-    "favourite_restaurant": ("restaurant", "table", "dining at", "eatery"),
-    "favourite_performance": ("performance", "show", "concert"),
-    "concerts_in": ("concert", "concerts"),
-    "sports": ("sports", "sport"),
-    "sports_in": ("sports venue", "venue", "stadium"),
-    "payment_method": ("payment", "method", "pay"),
-    "seating_class": ("seating", "seat", "class"),
-    "travel_mode": ("travel mode", "mode"),
-    "transport": ("transport", "transportation"),
-    "train": ("train",),
-    "airline": ("airline", "fly", "flight"),
-    "car_rental": ("rental", "rent"),
-    "car_type": ("car type", "suv", "car"),
-    "license_plate": ("license", "plate"),
-    "pizza_topping": ("topping", "toppings"),
-    "pizza_crust": ("crust",),
-    "food_category": ("food", "category"),
-    "cuisine": ("cuisine", "food"),
-    "coffee": ("coffee", "latte"),
-    "alarm_setting": ("alarm setting", "setting"),
-    "alarm_name": ("alarm name", "name"),
-    "alarm_time": ("alarm time", "wake"),
-    "alarm_recurrence": ("recurrence", "repeat"),
-    "doctor": ("doctor", "physician"),
-    "dentist": ("dentist",),
-    "therapist": ("therapist",),
-    "stylist": ("stylist",),
-    "hairstylist": ("hairstylist", "hair", "haircut"),
-    "book": ("novel", "read", "reading"),
-    "property": ("property",),
-    "departure": ("departure", "depart", "leave from"),
-    "immediate_transfers": ("immediate",),
-    "scheduled_transfers": ("scheduled",),
-}
-"""Relation stem (without ``prefer_`` / ``favourite_``) -> extra phrases naming it."""
-
-_FILLER = frozenset({"in", "to", "with", "of", "by"})
-_GENERIC = frozenset({"time", "location", "book", "name", "number", "type", "show", "car",
-                      "class", "method", "mode", "category", "setting", "room", "home"})
-"""Relation-name words too common in requests to decide alone (``book`` is also a verb)."""
-_STOP_PREFIXES = ("prefer_", "favourite_", "favorite_")
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _stem(relation: str) -> str:
-    for prefix in _STOP_PREFIXES:
-        if relation.startswith(prefix):
-            return relation[len(prefix):]
-    return relation
-
-
-def _has_phrase(text: str, phrase: str) -> bool:
-    return re.search(rf"\b{re.escape(phrase)}s?\b", text) is not None
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """Output of :meth:`DeterministicPathGenerator.resolve`.
-
-    ``programs`` are ``KG.search`` strings as the paper's LLM writes them; ``triples``
-    the extracted sub-KG; ``missing`` names the links that could not be resolved.
-    """
-
-    speaker: str | None
-    programs: list[str] = field(default_factory=list)
-    triples: list[Triple] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-
-    @property
-    def response(self) -> str:
-        """The programs joined, ready for :func:`kg_search`."""
-        return "\n".join(self.programs)
-
-    @property
-    def entities(self) -> list[str]:
-        """Resolved end entities (tails of the last hop of each program)."""
-        return list(dict.fromkeys(t for _, _, t in self.triples))
-
-
-class DeterministicPathGenerator:
-    """Relation-path generation without an LLM.
-
-    1. The speaker comes from ``<speak>Speaker: NAME</speak>``.
-    2. People: kinship phrases (``mom`` -> ``mother``, ``child`` -> ``son``, ...) and
-       named people, chained in text order from the speaker ("my father's mother's").
-    3. The attribute: each relation leaving the resolved person is scored against the
-       query by its name words, the synonym lexicon and rapidfuzz ``partial_ratio``
-       (>= ``fuzzy_threshold``, 0-100); the best one (first in KG order on ties) is the
-       last hop, or none when no relation scores.
-    """
-
-    def __init__(self, kg: KnowledgeGraph, *, fuzzy_threshold: float = 90.0) -> None:
-        if not 0 <= fuzzy_threshold <= 100:
-            raise ValueError("fuzzy_threshold must be in [0, 100]")
-        self.kg = kg
-        self.fuzzy_threshold = fuzzy_threshold
-
-    # people -----------------------------------------------------------------------
-    def _kin_relations(self) -> set[str]:
-        return {r for r in self.kg.relations if r in _KIN}
-
-    def _person_hops(self, text: str, speaker: str) -> tuple[list[tuple[int, str]], str]:
-        """(position, phrase-or-name) mentions of people, and the text left to match."""
-        low = text.lower()
-        mentions: list[tuple[int, str]] = []
-        for rel in self._kin_relations():
-            for phrase in _KIN[rel]:
-                for m in re.finditer(rf"\b{re.escape(phrase)}\b", low):
-                    mentions.append((m.start(), phrase))
-        people = {h for h, r, _ in self.kg.triples() if r in _KIN} | {
-            t for _, r, t in self.kg.triples() if r in _KIN}
-        for name in people - {speaker}:
-            for m in re.finditer(rf"\b{re.escape(name)}\b", text):
-                mentions.append((m.start(), name))
-        mentions.sort()
-        return list(dict.fromkeys(mentions)), low
-
-    def _hop(self, node: str, mention: str) -> tuple[str, str] | None:
-        for _, r, t in self.kg.out(node):
-            if r in _KIN and (mention in _KIN[r] or t == mention):
-                return r, t
-        return None
-
-    # attributes -------------------------------------------------------------------
-    def _attr_score(self, relation: str, low: str, words: set[str]) -> float:
-        stem = _stem(relation)
-        score = 0.0
-        parts = [p for p in stem.split("_") if p not in _FILLER]
-        if "_" in stem and _has_phrase(low, stem.replace("_", " ")):
-            score += 2.0
-        for part in parts:
-            if part in words or any(fuzz.ratio(part, w) >= self.fuzzy_threshold for w in words):
-                score += 0.3 if part in _GENERIC else 1.0
-        for phrase in _ATTR_SYNONYMS.get(stem, ()):
-            if _has_phrase(low, phrase):
-                score += 1.5 if " " in phrase else 1.0
-        return score
-
-    def _best_attribute(self, node: str, low: str) -> str | None:
-        words = set(_WORD.findall(low))
-        best, best_score = None, 0.0
-        for relation in dict.fromkeys(r for _, r, _ in self.kg.out(node)):
-            if relation in _KIN:
-                continue
-            s = self._attr_score(relation, low, words)
-            if s > best_score:
-                best, best_score = relation, s
-        return best
-
-    def resolve(self, query: str) -> Resolution:
-        """Resolve the references of one request (shapes: see :class:`Resolution`)."""
-        m = _SPEAKER.search(query)
-        speaker = m.group(1).strip().rstrip(".") if m else None
-        text = _SPEAKER.sub(" ", query)
-        if speaker is None or not self.kg.is_head(speaker):
-            who = speaker or "the speaker"
-            return Resolution(speaker, missing=[f"unknown speaker: {who}"])
-        mentions, low = self._person_hops(text, speaker)
-        node, rels, missing = speaker, [], []
-        seen = {speaker}
-        for _, mention in mentions:
-            hop = self._hop(node, mention)
-            if hop is None:
-                if mention not in seen and mention != node:
-                    missing.append(f"{node} -> {mention}")
-                continue
-            if hop[1] in seen:
-                continue
-            rels.append(hop[0])
-            node = hop[1]
-            seen.add(node)
-        # strip the people words before matching attributes
-        rest = low
-        for _, mention in mentions:
-            rest = re.sub(rf"\b{re.escape(mention.lower())}\b", " ", rest)
-        attr = self._best_attribute(node, rest)
-        if attr is not None:
-            rels.append(attr)
-        if not rels:
-            return Resolution(speaker, missing=[*missing, f"no relation of {speaker} matched"])
-        program = search_program(speaker, rels)
-        return Resolution(speaker, [program], self.kg.search(speaker, rels), missing)

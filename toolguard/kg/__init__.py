@@ -1,0 +1,49 @@
+"""Knowledge-graph parameter resolution (KGETool, FamilyTool paper; issue 4).
+
+- :class:`KnowledgeGraph` (``toolguard.kg.graph``): triples on networkx, FamilyTool's
+  greedy extraction, ``KG.search`` parsing and the exact / GS / RR extraction modes.
+- :class:`DeterministicPathGenerator` (``toolguard.kg.resolver``): relation paths without
+  an LLM (kinship lexicon, relation-name words and synonyms, possessive chains,
+  pronouns, two references per request); lexicons in ``toolguard.kg.lexicon``.
+- :class:`LLMPathGenerator` (``toolguard.kg.llm``): KGETool's ``KG.search`` prompt with
+  any LangChain chat model.
+- :class:`KGStore` (``toolguard.kg.store``): per-user KGs in a LangGraph ``BaseStore``.
+- :class:`KGResolveNode` (``toolguard.kg.node``): the LangGraph node that resolves the
+  user's request before the model, or asks the user for a missing link.
+- ``toolguard.kg.embed.EmbeddingSimilarity``: optional relation-name embedding
+  similarity (``embed`` extra); not imported here.
+"""
+
+from toolguard.kg.graph import (
+    BAD_EXTRACT,
+    ExtractionMode,
+    KnowledgeGraph,
+    Triple,
+    kg_search,
+    parse_search_calls,
+    programs_for_links,
+    search_program,
+)
+from toolguard.kg.llm import LLMPathGenerator
+from toolguard.kg.node import EXTRA_INFO, KGResolveNode, format_sub_kg
+from toolguard.kg.resolver import DeterministicPathGenerator, Resolution, relation_stem
+from toolguard.kg.store import KGStore
+
+__all__ = [
+    "BAD_EXTRACT",
+    "EXTRA_INFO",
+    "DeterministicPathGenerator",
+    "ExtractionMode",
+    "KGResolveNode",
+    "KGStore",
+    "KnowledgeGraph",
+    "LLMPathGenerator",
+    "Resolution",
+    "Triple",
+    "format_sub_kg",
+    "kg_search",
+    "parse_search_calls",
+    "programs_for_links",
+    "relation_stem",
+    "search_program",
+]
