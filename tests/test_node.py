@@ -48,7 +48,9 @@ def test_guard_node_in_a_users_messages_state_graph(recorder: Recorder) -> None:
         AIMessage("Sunny, and it is noon."),
     ])
     out = graph.invoke({"messages": [HumanMessage("Weather and time in Paris?")]})
-    assert recorder.calls == [("get_weather", {"city": "Paris"}), ("get_time", {"city": "Paris"})]
+    # allowed calls run as parallel Sends: their execution order is not fixed
+    assert sorted(recorder.calls) == [("get_time", {"city": "Paris"}),
+                                      ("get_weather", {"city": "Paris"})]
     answers = answers_by_id(out["messages"])
     assert answers["a"][0].content == "sunny, 21 C in Paris"
     assert answers["a"][0].status == "success"
@@ -227,3 +229,43 @@ def test_count_verdicts_and_merge_counters(recorder: Recorder) -> None:
 def test_guard_state_has_a_counters_channel() -> None:
     assert "toolguard" in GuardState.__annotations__
     assert "messages" in GuardState.__annotations__
+
+
+class _GroundedState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    kg_grounding: list[str]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_grounding_key_values_count_as_grounded(recorder: Recorder, use_async: bool) -> None:
+    """Values resolved elsewhere (e.g. a KG node) ground a call the conversation does not."""
+    tools = recorder.tools()
+    call = ai_calls(("send_email", {"to": "alice.smith@example.com", "body": "Happy birthday"},
+                     "e1"))
+
+    def graph(grounding_key: str | None) -> Any:
+        model = ScriptedChatModel(script=[call, AIMessage("Sent.")]).bind_tools(tools)
+        guard = GuardNode(Guard(tools), grounding_key=grounding_key, ask_user="end")
+
+        def call_model(state: _GroundedState) -> dict[str, Any]:
+            return {"messages": [model.invoke(state["messages"])]}
+
+        builder = StateGraph(_GroundedState)
+        builder.add_node("model", call_model)
+        builder.add_node("guard", guard)
+        builder.add_node("tools", ToolNode(tools))
+        builder.add_edge(START, "model")
+        builder.add_conditional_edges("model", tools_condition, {"tools": "guard", END: END})
+        builder.add_conditional_edges("guard", guard.route, ["tools", "model", END])
+        builder.add_edge("tools", "model")
+        return builder.compile()
+
+    state = {"messages": [HumanMessage("Email my mom: Happy birthday")],
+             "kg_grounding": ["mother's email: alice.smith@example.com"]}
+    for key, executed in ((None, []), ("kg_grounding", [
+            ("send_email", {"to": "alice.smith@example.com", "body": "Happy birthday"})])):
+        recorder.calls.clear()
+        g = graph(key)
+        out = await g.ainvoke(state) if use_async else g.invoke(state)
+        assert recorder.calls == executed
+        assert_every_call_answered_once(out["messages"])

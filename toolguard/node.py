@@ -130,6 +130,10 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
             exactly what was asked (an LLM judge is not asked again).  ``None``: the guard
             node interrupts itself and keeps the verdicts in process memory until resumed.
         ask_node: Name of the :class:`AskUserNode`.
+        grounding_key: State key holding texts whose values count as grounded for the
+            content detector (a list of strings, e.g. the facts a
+            :class:`~toolguard.kg.KGResolveNode` resolved into ``state["kg_grounding"]``);
+            ``None``: only the conversation grounds values.
         name: The node's name.
     """
 
@@ -144,6 +148,7 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         model_node: str = "model",
         pending_key: str | None = None,
         ask_node: str = "ask_user",
+        grounding_key: str | None = None,
         name: str = "guard",
     ) -> None:
         if ask_user not in ("auto", "interrupt", "end"):
@@ -157,6 +162,7 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         self.model_node = model_node
         self.pending_key = pending_key
         self.ask_node = ask_node
+        self.grounding_key = grounding_key
         # verdicts of steps waiting on an interrupt, so a resume does not re-judge them
         # (an LLM judge could answer differently); in-process, bounded
         self._memo: dict[tuple[Any, ...], list[Verdict]] = {}
@@ -192,16 +198,28 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
                len(messages)) if last.id and conf.get("thread_id") is not None else None
         return messages, fixed, self._memo.get(key) if key else None, key
 
+    def _grounding(self, state: Any) -> tuple[str, ...]:
+        """Texts under ``grounding_key`` (a str or a list of values; others ignored)."""
+        if self.grounding_key is None:
+            return ()
+        value = _get(state, self.grounding_key)
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list | tuple):
+            return tuple(str(v) for v in value if v is not None)
+        return ()
+
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         messages, fixed, verdicts, key = self._prepare(state, config)
         if verdicts is None:
-            verdicts = self.guard.check(messages)
+            verdicts = self.guard.check(messages, extra_grounding=self._grounding(state))
         return self._update(messages, fixed, verdicts, config, key)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         messages, fixed, verdicts, key = self._prepare(state, config)
         if verdicts is None:
-            verdicts = await self.guard.acheck(messages)
+            verdicts = await self.guard.acheck(messages,
+                                               extra_grounding=self._grounding(state))
         return self._update(messages, fixed, verdicts, config, key)
 
     def _update(
