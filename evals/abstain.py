@@ -1,36 +1,76 @@
 """Abstain evaluation (ICT paper): does the pre-check abstain exactly when it should?
 
 Binary task with *abstain* as the positive class (``ask_user`` or ``no_suitable_tool``);
-accuracy and F1 in percent, as the ICT paper reports them.
+accuracy and F1 in percent, as the ICT paper (Yang et al., arXiv 2406.12307) reports them.
 
 - ``relytoolbench`` (``../shared/data/relytoolbench``, DATA.md §4): ``Original`` (feasible,
   163/124/61 records), ``Missing Parameter`` (``*_missing_all_arguments``, should ask),
   ``Unmatched Tools`` (``*_with_unmatched_tools``, no suitable tool); plus ``3-way``, the
   accuracy of the exact decision over all three subsets.
 - ``bfcl`` (BFCL v4, DATA.md §2a): ``irrelevance`` and ``live_irrelevance`` (abstain) vs
-  ``simple_python``, ``multiple``, ``live_simple``, ``live_multiple`` (feasible).
+  ``simple_python``, ``multiple``, ``live_simple``, ``live_multiple`` (feasible); and the
+  multi-turn turns of ``multi_turn_miss_param`` / ``multi_turn_miss_func``: empty-gold turns
+  (``miss_param`` -> ask, ``miss_func`` -> no suitable tool) vs their non-empty turns
+  (``miss_param_feasible``, ``miss_func_feasible``).  A multi-turn case's history is the
+  episode so far: earlier user turns, their gold calls executed in BFCL's real environment
+  (``AIMessage`` + ``ToolMessage`` with the real result), and for earlier empty-gold turns
+  the abstain message an ideal agent would have written.  The miss_func turn that reveals
+  the held-out docs gets BFCL's user prompt ("I have updated some more functions you can
+  choose from. What about now?", ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``) and the
+  tools from that turn on.
 
 Per subset: an abstain subset is scored together with its feasible counterpart(s) (Missing
 Parameter and Unmatched Tools with Original; irrelevance with simple_python + multiple;
-live_irrelevance with live_simple + live_multiple), so F1 counts false abstains; ``n`` is the
-subset's own size.  A feasible subset has no positives: its accuracy is 100 minus the false
-abstain rate and its ``f1`` is ``None``.  ``overall`` pools every case of the dataset.
+live_irrelevance with live_simple + live_multiple; miss_param / miss_func with their
+non-empty turns), so F1 counts false abstains; ``n`` is the subset's own size.  A feasible
+subset has no positives: its accuracy is 100 minus the false-abstain rate and its ``f1`` is
+``None``.  ``overall`` pools every case of the dataset.
+
+Modes: the pre-check modes of :class:`toolguard.precheck.Precheck`, and ``implicit`` (the
+paper's implicit evaluation): the agent model gets the tools bound and the conversation; a
+tool call counts as ``proceed``, a text answer as abstain (``ask_user`` when it asks a
+question, i.e. contains ``?``, else ``no_suitable_tool``; only the binary scores are the
+paper's).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from toolguard.precheck import Precheck, PrecheckLabel, PrecheckMode
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from toolguard.context import message_text
+from toolguard.precheck import (
+    LLM_MODES,
+    MARK_KEY,
+    Precheck,
+    PrecheckDecision,
+    PrecheckLabel,
+    as_messages,
+    user_message,
+)
+from toolguard.precheck.rules import MissingInfoPolicy, RelevanceBackend
 from toolguard.specs import ToolSpec
 
 Dataset = Literal["relytoolbench", "bfcl"]
+EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit"]
+EVAL_MODES: tuple[EvalMode, ...] = ("deterministic", "structured_verification", "cot",
+                                    "zero_shot", "implicit")
 DEFAULT_RTB_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "relytoolbench"
+MISS_FUNC_PROMPT = "I have updated some more functions you can choose from. What about now?"
+"""BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``."""
+IMPLICIT_SYSTEM = ("You are a helpful assistant with access to functions. Call a function "
+                   "when it can do what the user asks with the information given; otherwise "
+                   "answer the user in text.")
+"""System message of the implicit evaluation (llama.cpp shows tools only with one)."""
+
 _RTB_GROUPS = ("G1_instruction", "G2_category", "G3_instruction")
 _RTB_SUBSETS: dict[str, tuple[str, PrecheckLabel]] = {
     "Original": ("", "proceed"),
@@ -45,25 +85,32 @@ _BFCL_SUBSETS: dict[str, PrecheckLabel] = {
     "live_simple": "proceed",
     "live_multiple": "proceed",
 }
+_BFCL_MULTI_TURN: dict[str, tuple[str, PrecheckLabel]] = {
+    "multi_turn_miss_param": ("miss_param", "ask_user"),
+    "multi_turn_miss_func": ("miss_func", "no_suitable_tool"),
+}
 _PAIRS: dict[str, tuple[str, ...]] = {
     "Missing Parameter": ("Original",),
     "Unmatched Tools": ("Original",),
     "irrelevance": ("simple_python", "multiple"),
     "live_irrelevance": ("live_simple", "live_multiple"),
+    "miss_param": ("miss_param_feasible",),
+    "miss_func": ("miss_func_feasible",),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One labelled request: its subset, the tools, the messages and the expected label."""
+    """One labelled request: its subset, the tools, the conversation and the expected label."""
 
     id: str
     subset: str
     tools: list[ToolSpec]
-    messages: list[dict[str, Any]]
+    messages: list[BaseMessage]
     expected: PrecheckLabel
 
 
+# ---------------------------------------------------------------------------- loaders
 def load_relytoolbench(data_dir: str | Path | None = None, *,
                        limit: int | None = None) -> list[Case]:
     """RelyToolBench cases (``limit``: first records per file).
@@ -76,30 +123,76 @@ def load_relytoolbench(data_dir: str | Path | None = None, *,
     for subset, (suffix, label) in _RTB_SUBSETS.items():
         for group in _RTB_GROUPS:
             path = root / f"{group}{suffix}.json"
+            if not path.is_file():
+                raise FileNotFoundError(f"RelyToolBench file {path} is missing")
             records = json.loads(path.read_text(encoding="utf-8"))
             for r in records[:limit]:
                 tools = [ToolSpec.from_toolbench(a) for a in r["api_list"]]
                 uniq = list({t.name: t for t in tools}.values())
                 cases.append(Case(id=f"{group}{suffix}:{r['query_id']}", subset=subset,
                                   tools=uniq, expected=label,
-                                  messages=[{"role": "user", "content": r["query"]}]))
+                                  messages=[HumanMessage(r["query"])]))
     return cases
 
 
-def load_bfcl(*, limit: int | None = None) -> list[Case]:
-    """BFCL v4 single-turn cases (needs ``bfcl-eval``; ``limit``: records per category)."""
+def load_bfcl(*, limit: int | None = None, multi_turn: bool = True) -> list[Case]:
+    """BFCL v4 cases (needs ``bfcl-eval``; ``limit``: records/episodes per category)."""
     from evals.bfcl import load_category
 
     cases: list[Case] = []
     for cat, label in _BFCL_SUBSETS.items():
         for r in load_category(cat, limit=limit):  # type: ignore[arg-type]
             tools = list({d["name"]: ToolSpec.from_bfcl(d) for d in r["function"]}.values())
-            msgs = [m for turn in r["question"] for m in turn]
+            msgs = as_messages([m for turn in r["question"] for m in turn])
             cases.append(Case(id=r["id"], subset=cat, tools=tools, messages=msgs,
                               expected=label))
+    if multi_turn:
+        for cat in _BFCL_MULTI_TURN:
+            cases += load_multi_turn_cases(cat, limit=limit)
     return cases
 
 
+def load_multi_turn_cases(category: str, *, limit: int | None = None) -> list[Case]:
+    """Turn-level cases of ``multi_turn_miss_param`` / ``multi_turn_miss_func`` (module doc).
+
+    Raises:
+        ValueError: For another category.
+    """
+    from evals.bfcl import BFCLEnvironment, load_multi_turn
+
+    if category not in _BFCL_MULTI_TURN:
+        raise ValueError(f"unknown multi-turn abstain category {category!r}; expected one of "
+                         f"{list(_BFCL_MULTI_TURN)}")
+    subset, label = _BFCL_MULTI_TURN[category]
+    specs: dict[str, ToolSpec] = {}
+    cases: list[Case] = []
+    for ep in load_multi_turn(category, limit=limit):  # type: ignore[arg-type]
+        env = BFCLEnvironment.for_episode(ep)
+        history: list[BaseMessage] = []
+        for t, turn in enumerate(ep.turns):
+            user = as_messages(turn) if turn else [HumanMessage(MISS_FUNC_PROMPT)]
+            docs = ep.tools_at(t)
+            tools = [specs.setdefault(d["name"], ToolSpec.from_bfcl(d)) for d in docs]
+            gold = ep.gold[t]
+            cases.append(Case(
+                id=f"{ep.id}:turn{t}", subset=subset if not gold else f"{subset}_feasible",
+                tools=tools, messages=[*history, *user],
+                expected=label if not gold else "proceed"))
+            history += user
+            if not gold:
+                history.append(AIMessage(user_message(label), response_metadata={MARK_KEY: label}))
+                continue
+            for i, call in enumerate(gold):
+                res = env.execute(call)
+                cid = f"t{t}_{i}"
+                history.append(AIMessage("", tool_calls=[
+                    {"name": res.name, "args": res.args, "id": cid, "type": "tool_call"}]))
+                history.append(ToolMessage(res.content, tool_call_id=cid, name=res.name))
+            history.append(AIMessage("Done."))
+    return cases
+
+
+# ---------------------------------------------------------------------------- scoring
 def _binary(pairs: Sequence[tuple[bool, bool]]) -> tuple[float, float | None]:
     """(accuracy %, F1 % of the positive class or None without positives) of (gold, pred)."""
     if not pairs:
@@ -116,7 +209,13 @@ def _binary(pairs: Sequence[tuple[bool, bool]]) -> tuple[float, float | None]:
 
 def score(cases: Sequence[Case], predictions: Sequence[PrecheckLabel],
           *, mode: str = "deterministic") -> dict[str, Any]:
-    """Score predictions (see module docstring for the pairing of subsets)."""
+    """Score predictions (see module docstring for the pairing of subsets).
+
+    Returns:
+        ``{"mode", "overall": {"accuracy", "f1"}, "per_subset": {name: {"accuracy",
+        "f1", "n"}}}`` in percent; ``per_subset["3-way"]`` (exact-label accuracy) when a
+        case expects ``ask_user``.
+    """
     by_subset: dict[str, list[tuple[bool, bool]]] = {}
     exact: list[bool] = []
     for c, p in zip(cases, predictions, strict=True):
@@ -138,17 +237,75 @@ def score(cases: Sequence[Case], predictions: Sequence[PrecheckLabel],
     return report
 
 
-def run(cases: Sequence[Case], *, mode: PrecheckMode = "deterministic") -> dict[str, Any]:
-    """Run the pre-check on every case and score it (adds ``latency_ms_p50``)."""
+# ---------------------------------------------------------------------------- running
+def _openai_tool(spec: ToolSpec) -> dict[str, Any]:
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", spec.name)[:64]
+    return {"type": "function", "function": {"name": name, "description": spec.description,
+                                             "parameters": spec.parameters}}
+
+
+def implicit_label(answer: BaseMessage) -> PrecheckLabel:
+    """The implicit evaluation's reading of an agent answer (module docstring)."""
+    if isinstance(answer, AIMessage) and (answer.tool_calls or answer.invalid_tool_calls):
+        return "proceed"
+    return "ask_user" if "?" in message_text(answer) else "no_suitable_tool"
+
+
+def implicit_decide(model: BaseChatModel, case: Case) -> PrecheckLabel:
+    """Run the agent model with the case's tools bound; a tool call is ``proceed``.
+
+    A model error counts as ``proceed`` (no abstention was shown).
+    """
+    msgs = list(case.messages)
+    if not any(isinstance(m, SystemMessage) for m in msgs):
+        msgs = [SystemMessage(IMPLICIT_SYSTEM), *msgs]
+    try:
+        answer = model.bind_tools([_openai_tool(t) for t in case.tools]).invoke(msgs)
+    except Exception:  # an endpoint error is no abstention
+        return "proceed"
+    return implicit_label(answer)
+
+
+def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
+        model: BaseChatModel | None = None, relevance: RelevanceBackend = "lexical",
+        missing_info: MissingInfoPolicy = "vague",
+        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Run the pre-check (or the implicit evaluation) on every case and score it.
+
+    Adds ``latency_ms_p50`` (per case) and, for LLM modes, ``llm`` = ``{"calls",
+    "retries", "fallbacks"}``.
+
+    Raises:
+        ValueError: For an unknown mode, or an LLM/implicit mode without ``model``.
+    """
+    if mode not in EVAL_MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {list(EVAL_MODES)}")
+    if mode != "deterministic" and model is None:
+        raise ValueError(f"mode {mode!r} needs a chat model")
     preds: list[PrecheckLabel] = []
     times: list[float] = []
-    for c in cases:
+    decisions: list[PrecheckDecision] = []
+    for i, c in enumerate(cases):
         t0 = time.perf_counter()
-        preds.append(Precheck(c.tools, mode=mode).decide(c.messages).decision)
+        if mode == "implicit":
+            assert model is not None
+            preds.append(implicit_decide(model, c))
+        else:
+            pre = Precheck(c.tools, mode=mode, model=model, relevance=relevance,
+                           missing_info=missing_info)
+            d = pre.decide(c.messages)
+            decisions.append(d)
+            preds.append(d.decision)
         times.append(1000 * (time.perf_counter() - t0))
+        if progress is not None:
+            progress(i + 1, len(cases))
     report = score(cases, preds, mode=mode)
     times.sort()
     report["latency_ms_p50"] = round(times[len(times) // 2], 3) if times else None
+    if mode in LLM_MODES:
+        report["llm"] = {"calls": sum(d.attempts for d in decisions),
+                         "retries": sum(d.attempts > 1 for d in decisions),
+                         "fallbacks": sum(d.fallback for d in decisions)}
     return report
 
 
@@ -167,27 +324,49 @@ def print_table(report: dict[str, Any]) -> None:
     table.add_row("overall", "", f"{ov['accuracy']:.1f}",
                   "-" if ov["f1"] is None else f"{ov['f1']:.1f}")
     Console().print(table)
+    if "llm" in report:
+        Console().print(f"model calls {report['llm']['calls']}, retries "
+                        f"{report['llm']['retries']}, fallbacks {report['llm']['fallbacks']}")
 
 
-def main(dataset: Dataset, *, mode: PrecheckMode = "deterministic",
-         data_dir: str | Path | None = None, json_path: str | Path | None = None,
-         limit: int | None = None) -> dict[str, Any]:
-    """Evaluate the pre-check on ``dataset``; print the table, write JSON if asked.
+def load_cases(dataset: Dataset, *, data_dir: str | Path | None = None,
+               limit: int | None = None) -> list[Case]:
+    """The cases of ``dataset``.
 
     Raises:
         ValueError: For an unknown dataset.
     """
     if dataset == "relytoolbench":
-        cases = load_relytoolbench(data_dir, limit=limit)
-    elif dataset == "bfcl":
-        cases = load_bfcl(limit=limit)
-    else:
-        raise ValueError(f"unknown dataset {dataset!r}; expected 'relytoolbench' or 'bfcl'")
-    report = run(cases, mode=mode)
+        return load_relytoolbench(data_dir, limit=limit)
+    if dataset == "bfcl":
+        return load_bfcl(limit=limit)
+    raise ValueError(f"unknown dataset {dataset!r}; expected 'relytoolbench' or 'bfcl'")
+
+
+def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
+         model: BaseChatModel | None = None, relevance: RelevanceBackend = "lexical",
+         missing_info: MissingInfoPolicy = "vague",
+         data_dir: str | Path | None = None, json_path: str | Path | None = None,
+         limit: int | None = None, quiet: bool = False) -> dict[str, Any]:
+    """Evaluate on ``dataset``; print the table, write JSON if asked.
+
+    Raises:
+        ValueError: For an unknown dataset or mode, or an LLM mode without ``model``.
+    """
+    cases = load_cases(dataset, data_dir=data_dir, limit=limit)
+    report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info)
     report["dataset"] = dataset
-    print_table(report)
+    report["relevance"] = relevance
+    report["missing_info"] = missing_info
+    if not quiet:
+        print_table(report)
     if json_path:
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
+
+
+__all__ = ["EVAL_MODES", "Case", "EvalMode", "implicit_decide", "implicit_label",
+           "load_bfcl", "load_cases", "load_multi_turn_cases", "load_relytoolbench", "main",
+           "run", "score"]

@@ -1,0 +1,584 @@
+"""Pre-check before the agent acts: proceed, ask the user, or say no tool fits.
+
+The ICT paper (Yang et al., "Can Tool-Augmented Large Language Models Be Aware of
+Incomplete Conditions?", arXiv 2406.12307) shows that models call tools when the right
+tool is missing or the user has not given the information a call needs.  RelyToolBench
+(Xu et al., ICML 2025) names the two right answers *TalkToUser* (``ask_user``) and
+*ChangeTools* (``no_suitable_tool``).  :class:`Precheck` decides one of the three labels of
+:data:`PrecheckLabel` for the current user request before the model acts.
+
+Modes (:data:`PrecheckMode`):
+
+- ``deterministic`` (no model; see :mod:`toolguard.precheck.rules` for the rules):
+  tool relevance by stemmed word overlap (and, with ``relevance="embedding"``,
+  all-MiniLM-L6-v2 similarity), then grounding of the best tools' required parameters
+  against the conversation.
+- ``structured_verification``: the ICT paper's four-step prompt
+  (``prompts/structured_verification.md``): (1) identify the user's goal, (2) enumerate the
+  required information or functionalities, (3) check the available tools against them,
+  (4) verify that the information is sufficient; the answer is a JSON object validated
+  with pydantic (:class:`StructuredVerificationAnswer`).
+- ``cot`` and ``zero_shot``: the paper's baselines (``prompts/precheck_cot.md``,
+  ``prompts/precheck_zero_shot.md``; :class:`CotAnswer`, :class:`ZeroShotAnswer`).
+
+LLM modes work with any LangChain chat model: the JSON is asked for in the prompt and
+parsed here (no provider-native structured output, which the local llama.cpp server and
+small models do not support well).  A malformed answer (no JSON object, invalid JSON, a
+field missing or of the wrong type, a decision outside the label set) is sent back to the
+model once with the validation error; if the second answer is malformed too, or the model
+call raises, the ``fallback`` policy decides: ``"deterministic"`` (default: the
+deterministic mode's decision) or ``"proceed"`` (never abstain on a failed check).  The
+decision records ``attempts`` and ``fallback`` either way.  Graph control signals
+(``GraphBubbleUp``) are re-raised.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Generator, Sequence
+from typing import Any, Literal, cast, get_args
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langgraph.errors import GraphBubbleUp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from toolguard.context import message_text
+from toolguard.precheck.rules import (
+    DeterministicRules,
+    MissingInfoPolicy,
+    RelevanceBackend,
+    stated_values,
+)
+from toolguard.prompts import load_prompt
+from toolguard.specs import ToolSpec, to_specs
+
+PrecheckLabel = Literal["proceed", "ask_user", "no_suitable_tool"]
+"""``proceed`` (call tools), ``ask_user`` (TalkToUser: a needed value is missing) or
+``no_suitable_tool`` (ChangeTools: no available tool can do it; tell the user)."""
+PrecheckMode = Literal["deterministic", "structured_verification", "cot", "zero_shot"]
+LLMMode = Literal["structured_verification", "cot", "zero_shot"]
+FallbackPolicy = Literal["deterministic", "proceed"]
+PRECHECK_MODES: tuple[PrecheckMode, ...] = get_args(PrecheckMode)
+LLM_MODES: tuple[LLMMode, ...] = get_args(LLMMode)
+PRECHECK_LABELS: tuple[PrecheckLabel, ...] = get_args(PrecheckLabel)
+
+MARK_KEY = "toolguard"
+"""``response_metadata`` key of the messages a pre-check writes for the user; its value is
+the decision (``ask_user`` / ``no_suitable_tool``)."""
+
+RETRY_INSTRUCTION = (
+    "Your answer could not be used: {error}\n"
+    "Answer again with only the JSON object described above, with every field filled in "
+    'and "decision" exactly one of "proceed", "ask_user", "no_suitable_tool".'
+)
+"""The one repair message sent after a malformed answer (``{error}``: the validation error)."""
+
+_PROMPTS: dict[LLMMode, str] = {
+    "structured_verification": "structured_verification",
+    "cot": "precheck_cot",
+    "zero_shot": "precheck_zero_shot",
+}
+_ALIASES: dict[str, PrecheckLabel] = {
+    "proceed": "proceed", "ask_user": "ask_user", "no_suitable_tool": "no_suitable_tool",
+    # RelyToolBench's action names
+    "talktouser": "ask_user", "talk_to_user": "ask_user",
+    "changetools": "no_suitable_tool", "change_tools": "no_suitable_tool",
+}
+
+
+# ---------------------------------------------------------------------------- records
+class PrecheckDecision(BaseModel):
+    """What the agent should do with the current request.
+
+    Attributes:
+        decision: See :data:`PrecheckLabel`.
+        reason: Why, in one line (the model's reasoning in LLM modes, cut to 500 chars).
+        missing: For ``ask_user``: the information the user must give (parameter names in
+            deterministic mode, the model's words in LLM modes).
+        tool: The best-fitting tool, if any (a name from the tool set).
+        message: Text for the user: the question (``ask_user``), the explanation
+            (``no_suitable_tool``), or ``""`` (``proceed``).
+        mode: The mode that decided (``deterministic`` also when an LLM mode fell back).
+        attempts: Model calls made (0 in deterministic mode, at most 2).
+        fallback: Whether the LLM answer was unusable and ``fallback`` decided.
+        scores: Deterministic mode: per tool, its relevance score (``2 * name words +
+            description words`` shared with the request).
+        raw: The model's last raw answer (cut to 2000 characters).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: PrecheckLabel
+    reason: str = ""
+    missing: list[str] = Field(default_factory=list)
+    tool: str | None = None
+    message: str = ""
+    mode: PrecheckMode = "deterministic"
+    attempts: int = 0
+    fallback: bool = False
+    scores: dict[str, float] = Field(default_factory=dict)
+    raw: str = ""
+
+    @property
+    def abstain(self) -> bool:
+        """``True`` for ``ask_user`` and ``no_suitable_tool`` (the ICT positive class)."""
+        return self.decision != "proceed"
+
+
+def _str_list(value: Any) -> Any:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list):
+        return [v if isinstance(v, str) else json.dumps(v) for v in value]
+    return value
+
+
+class _Answer(BaseModel):
+    """Fields every LLM answer has (extra keys are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    decision: PrecheckLabel
+    missing: list[str] = Field(default_factory=list)
+    tool: str | None = None
+
+    @field_validator("decision", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> Any:
+        """Case and separators are forgiven; RelyToolBench's names map onto the labels."""
+        if isinstance(value, str):
+            key = re.sub(r"[\s\-]+", "_", value.strip().strip("'\"").casefold())
+            return _ALIASES.get(key, value)
+        return value
+
+    @field_validator("missing", mode="before")
+    @classmethod
+    def _missing(cls, value: Any) -> Any:
+        return _str_list(value)
+
+    @field_validator("tool", mode="before")
+    @classmethod
+    def _tool(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().casefold() in ("", "none", "null", "n/a"):
+            return None
+        return value
+
+    def reasoning(self) -> str:
+        """The model's explanation (empty for zero-shot)."""
+        return ""
+
+
+class StructuredVerificationAnswer(_Answer):
+    """The Structured Verification JSON (ICT paper, four steps).
+
+    ``{"goal": str, "required": [str], "tool_check": str, "information_check": str,
+    "decision": label, "missing": [str], "tool": str | null}``; ``ask_user`` must name what
+    is missing.
+    """
+
+    goal: str = Field(min_length=1)
+    required: list[str]
+    tool_check: str = Field(min_length=1)
+    information_check: str = Field(min_length=1)
+
+    @field_validator("required", mode="before")
+    @classmethod
+    def _required(cls, value: Any) -> Any:
+        return _str_list(value)
+
+    def model_post_init(self, __context: Any) -> None:
+        """``ask_user`` names the missing information (step 4)."""
+        if self.decision == "ask_user" and not self.missing:
+            raise ValueError("decision 'ask_user' needs a non-empty 'missing' list")
+
+    def reasoning(self) -> str:
+        """Goal, tool check and information check, joined."""
+        return (f"goal: {self.goal}; tools: {self.tool_check}; "
+                f"information: {self.information_check}")
+
+
+class CotAnswer(_Answer):
+    """The chain-of-thought baseline's JSON: ``{"reasoning": str, "decision", "missing"}``."""
+
+    reasoning_text: str = Field(alias="reasoning", min_length=1)
+
+    def reasoning(self) -> str:
+        """The model's reasoning."""
+        return self.reasoning_text
+
+
+class ZeroShotAnswer(_Answer):
+    """The zero-shot baseline's JSON: ``{"decision", "missing"}``."""
+
+
+ANSWER_SCHEMAS: dict[LLMMode, type[_Answer]] = {
+    "structured_verification": StructuredVerificationAnswer,
+    "cot": CotAnswer,
+    "zero_shot": ZeroShotAnswer,
+}
+
+
+# ---------------------------------------------------------------------------- messages
+MessagesLike = Sequence[AnyMessage | BaseMessage | dict[str, Any] | str | tuple[str, str]]
+
+
+def as_messages(messages: MessagesLike) -> list[BaseMessage]:
+    """LangChain messages from messages, ``{"role", "content"}`` dicts, strings or tuples.
+
+    Raises:
+        ValueError: If an item is of no supported form.
+    """
+    try:
+        return list(convert_to_messages(list(messages)))
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise ValueError(f"pre-check: cannot read the messages: {exc}") from exc
+
+
+def _marked(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and not message.tool_calls and (
+        (message.response_metadata or {}).get(MARK_KEY) in ("ask_user", "no_suitable_tool"))
+
+
+def current_request(messages: MessagesLike) -> str:
+    """Text of the current user request.
+
+    The last user message, joined with the user messages before it when only system
+    messages or a question to the user lie between: an ``AIMessage`` whose
+    ``response_metadata["toolguard"]`` is ``ask_user`` / ``no_suitable_tool`` (written by
+    the pre-check or the guard), with the tool calls and results of that step before it.
+    "Book a table" + (question) + "at Chez Paul, 8pm" is one request.
+    """
+    msgs = as_messages(messages)
+    last = next((i for i in range(len(msgs) - 1, -1, -1)
+                 if isinstance(msgs[i], HumanMessage)), None)
+    if last is None:
+        return ""
+    parts: list[str] = []
+    answering = False  # inside the step that asked the user: skip its calls and results
+    for m in reversed(msgs[:last + 1]):
+        if isinstance(m, HumanMessage):
+            parts.append(message_text(m))
+            answering = False
+        elif _marked(m):
+            answering = True
+        elif not (isinstance(m, SystemMessage) or (
+                answering and isinstance(m, ToolMessage | AIMessage))):
+            break
+    return "\n".join(reversed(parts))
+
+
+latest_request = current_request
+"""Alias kept for the first cut's name."""
+
+
+def context_texts(messages: MessagesLike) -> list[str]:
+    """Texts a value may be grounded in: user and system messages, then tool results."""
+    msgs = as_messages(messages)
+    users = [message_text(m) for m in msgs if isinstance(m, HumanMessage | SystemMessage)]
+    return users + [message_text(m) for m in msgs if isinstance(m, ToolMessage)]
+
+
+def render_tools(tools: Sequence[ToolSpec], *, max_chars: int = 12000) -> str:
+    """The tool list for a prompt: name, description, parameters (required ones marked).
+
+    Descriptions are cut to 300 characters and the whole list to ``max_chars``.
+    """
+    lines: list[str] = []
+    for t in tools:
+        lines.append(f"- {t.name}: {' '.join(t.description.split())[:300]}")
+        req = set(t.required)
+        for pname, schema in t.properties.items():
+            s = schema if isinstance(schema, dict) else {}
+            desc = " ".join(str(s.get("description") or "").split())[:150]
+            flag = "required" if pname in req else "optional"
+            lines.append(f"    {pname} ({s.get('type', 'any')}, {flag}): {desc}".rstrip(": "))
+    text = "\n".join(lines) if lines else "(no tools available)"
+    return text if len(text) <= max_chars else text[:max_chars] + "\n... (list cut)"
+
+
+def render_conversation(messages: MessagesLike, *, max_chars: int = 8000) -> str:
+    """The conversation for a prompt, one line per message (tool calls and results too).
+
+    Keeps the end when longer than ``max_chars``.
+    """
+    lines: list[str] = []
+    for m in as_messages(messages):
+        text = " ".join(message_text(m).split())
+        if isinstance(m, HumanMessage):
+            lines.append(f"User: {text}")
+        elif isinstance(m, SystemMessage):
+            lines.append(f"System: {text}")
+        elif isinstance(m, ToolMessage):
+            lines.append(f"Tool result ({m.name or 'tool'}): {text[:600]}")
+        elif isinstance(m, AIMessage):
+            if text:
+                lines.append(f"Assistant: {text}")
+            for tc in m.tool_calls:
+                lines.append(f"Assistant called {tc['name']}({json.dumps(tc['args'])[:400]})")
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else "... " + text[-max_chars:]
+
+
+def prompt_messages(mode: LLMMode, tools: Sequence[ToolSpec],
+                    messages: MessagesLike) -> list[BaseMessage]:
+    """The prompt of an LLM mode, filled in, as one user message."""
+    template = load_prompt(_PROMPTS[mode])
+    return [HumanMessage(template.format(tools=render_tools(tools),
+                                         conversation=render_conversation(messages)))]
+
+
+def _json_objects(text: str) -> list[dict[str, Any]]:
+    """JSON objects in ``text`` (code fences allowed), in order of appearance."""
+    decoder = json.JSONDecoder()
+    out: list[dict[str, Any]] = []
+    pos = text.find("{")
+    while pos != -1:
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+        pos = text.find("{", end)
+    return out
+
+
+def parse_answer(text: str, mode: LLMMode) -> _Answer:
+    """Read and validate a model answer for ``mode``.
+
+    The first JSON object in ``text`` that has a ``decision`` key (else the first object)
+    is validated against :data:`ANSWER_SCHEMAS` ``[mode]``.  HTML-escaped JSON
+    (``{&#34;decision&#34;: ...}``) is unescaped first.
+
+    Raises:
+        ValueError: With a message for the model: no JSON object, or what failed validation.
+    """
+    objects = _json_objects(text)
+    if not objects and ("&#" in text or "&quot;" in text):
+        # chat templates that HTML-escape the prompt (llama-cpp-python's
+        # chatml-function-calling) teach the model to answer escaped JSON
+        objects = _json_objects(html.unescape(html.unescape(text)))
+    if not objects:
+        raise ValueError("the answer contains no JSON object")
+    obj = next((o for o in objects if "decision" in o), objects[0])
+    try:
+        return ANSWER_SCHEMAS[mode].model_validate(obj)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}"
+            for e in exc.errors(include_url=False))
+        raise ValueError(problems) from None
+
+
+def user_message(decision: PrecheckLabel, *, missing: Sequence[str] = (),
+                 tool: str | None = None) -> str:
+    """The text shown to the user for a decision (``""`` for ``proceed``)."""
+    if decision == "ask_user":
+        what = ", ".join(missing) if missing else "the details of your request"
+        target = f" to use {tool}" if tool else ""
+        return f"Before I go on, I need some information{target}: {what}. Could you provide it?"
+    if decision == "no_suitable_tool":
+        return ("None of my available tools can do this request, so I will not call any. "
+                "Please provide a suitable tool or rephrase the request.")
+    return ""
+
+
+# ---------------------------------------------------------------------------- pre-check
+class Precheck:
+    """Decide ``proceed`` / ``ask_user`` / ``no_suitable_tool`` before the model acts.
+
+    Args:
+        tools: The tools the agent has (any form :meth:`ToolSpec.coerce` accepts).
+        mode: See :data:`PrecheckMode` and the module docstring.
+        model: Chat model for the LLM modes (required for them, unused otherwise).  Any
+            LangChain chat model; tools are not bound.
+        fallback: What decides when an LLM answer is malformed twice or the model call
+            fails: ``"deterministic"`` or ``"proceed"``.
+        relevance: Deterministic tool relevance: ``"lexical"`` (default) or
+            ``"embedding"`` (needs the ``embed`` extra; fails at construction without it).
+        ask_user: Whether the deterministic mode may answer ``ask_user``.
+        missing_info: Deterministic: when to ask (``"vague"``: a vague reference and no
+            stated value; ``"unstated"``: also any request stating no value while a fitting
+            tool has required parameters).  See :mod:`toolguard.precheck.rules`.
+        max_desc_overlap: Deterministic: with no request word in any tool name, the most
+            description words the best tool may share for ``no_suitable_tool``.
+
+    Raises:
+        ValueError: For an unknown mode/fallback/relevance/missing_info, an LLM mode without a
+            model, or a negative ``max_desc_overlap``.
+        TypeError: If a tool is of no supported form.
+        ImportError: ``relevance="embedding"`` without the ``embed`` extra.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Any],
+        *,
+        mode: PrecheckMode = "deterministic",
+        model: BaseChatModel | None = None,
+        fallback: FallbackPolicy = "deterministic",
+        relevance: RelevanceBackend = "lexical",
+        ask_user: bool = True,
+        missing_info: MissingInfoPolicy = "vague",
+        max_desc_overlap: int = 2,
+    ) -> None:
+        if mode not in PRECHECK_MODES:
+            raise ValueError(f"unknown pre-check mode {mode!r}; expected one of "
+                             f"{list(PRECHECK_MODES)}")
+        if fallback not in ("deterministic", "proceed"):
+            raise ValueError(f"fallback must be 'deterministic' or 'proceed', got {fallback!r}")
+        if mode in LLM_MODES and model is None:
+            raise ValueError(f"pre-check mode {mode!r} needs a chat model (model=...)")
+        if max_desc_overlap < 0:
+            raise ValueError("max_desc_overlap must be >= 0")
+        self.tools: list[ToolSpec] = to_specs(tools)
+        self.mode: PrecheckMode = mode
+        self.model = model
+        self.fallback: FallbackPolicy = fallback
+        self.rules = DeterministicRules(self.tools, relevance=relevance, ask_user=ask_user,
+                                        missing_info=missing_info,
+                                        max_desc_overlap=max_desc_overlap)
+
+    # ------------------------------------------------------------------ public
+    def decide(self, messages: MessagesLike) -> PrecheckDecision:
+        """Decide for the current user request in ``messages``.
+
+        Raises:
+            ValueError: If ``messages`` cannot be read (see :func:`as_messages`).
+        """
+        steps = self._steps(as_messages(messages))
+        try:
+            prompt = next(steps)
+            while True:
+                assert self.model is not None
+                try:
+                    reply: str | Exception = message_text(self.model.invoke(prompt))
+                except GraphBubbleUp:
+                    raise
+                except Exception as exc:  # a failing judge must not crash the user's graph
+                    reply = exc
+                prompt = steps.send(reply)
+        except StopIteration as done:
+            return cast(PrecheckDecision, done.value)
+
+    async def adecide(self, messages: MessagesLike) -> PrecheckDecision:
+        """Async :meth:`decide` (the model is called with ``ainvoke``)."""
+        steps = self._steps(as_messages(messages))
+        try:
+            prompt = next(steps)
+            while True:
+                assert self.model is not None
+                try:
+                    reply: str | Exception = message_text(await self.model.ainvoke(prompt))
+                except GraphBubbleUp:
+                    raise
+                except Exception as exc:  # a failing judge must not crash the user's graph
+                    reply = exc
+                prompt = steps.send(reply)
+        except StopIteration as done:
+            return cast(PrecheckDecision, done.value)
+
+    # ------------------------------------------------------------------ shared helpers
+    def _steps(
+        self, msgs: list[BaseMessage]
+    ) -> Generator[list[BaseMessage], str | Exception, PrecheckDecision]:
+        """The decision as a dialogue: yields prompts, receives answers (or the model's error).
+
+        Shared by :meth:`decide` and :meth:`adecide`, which only differ in how they call
+        the model.  At most two prompts: the first and, after a malformed answer, one retry.
+        """
+        if self.mode == "deterministic" or not self.tools:
+            return self._deterministic(msgs)
+        mode = self.mode
+        prompt = prompt_messages(mode, self.tools, msgs)
+        errors: list[str] = []
+        raw = ""
+        for attempt in (1, 2):
+            reply = yield prompt
+            if isinstance(reply, Exception):
+                errors.append(f"model call failed: {reply!r}"[:300])
+                return self._fallback(msgs, attempt, errors, raw)
+            raw = reply
+            try:
+                answer = parse_answer(raw, mode)
+            except ValueError as exc:
+                errors.append(str(exc)[:300])
+                retry = HumanMessage(RETRY_INSTRUCTION.format(error=str(exc)[:500]))
+                prompt = [*prompt, AIMessage(raw[:4000]), retry]
+                continue
+            return self._from_answer(answer, attempt, raw)
+        return self._fallback(msgs, 2, errors, raw)
+
+    def _from_answer(self, answer: _Answer, attempts: int, raw: str) -> PrecheckDecision:
+        names = {t.name for t in self.tools}
+        tool = answer.tool if answer.tool in names else None
+        reason = answer.reasoning()[:500] or f"the model answered {answer.decision}"
+        return PrecheckDecision(
+            decision=answer.decision, reason=reason, missing=list(answer.missing), tool=tool,
+            message=user_message(answer.decision, missing=answer.missing, tool=tool),
+            mode=self.mode, attempts=attempts, raw=raw[:2000],
+        )
+
+    def _fallback(self, msgs: list[BaseMessage], attempts: int, errors: list[str],
+                  raw: str) -> PrecheckDecision:
+        why = f"{self.mode} answer unusable after {attempts} call(s): {' | '.join(errors)}"
+        if self.fallback == "proceed":
+            return PrecheckDecision(decision="proceed", reason=why[:500], mode=self.mode,
+                                    attempts=attempts, fallback=True, raw=raw[:2000])
+        det = self._deterministic(msgs)
+        return det.model_copy(update={
+            "reason": f"{why[:300]}; deterministic: {det.reason}"[:500],
+            "attempts": attempts, "fallback": True, "raw": raw[:2000]})
+
+    def _deterministic(self, msgs: list[BaseMessage]) -> PrecheckDecision:
+        verdict = self.rules.decide(current_request(msgs), context_texts(msgs))
+        return PrecheckDecision(
+            decision=verdict.decision, reason=verdict.reason, missing=verdict.missing,
+            tool=verdict.tool, scores=verdict.scores, mode="deterministic",
+            message=user_message(verdict.decision, missing=verdict.missing, tool=verdict.tool),
+        )
+
+
+__all__ = [
+    "ANSWER_SCHEMAS",
+    "LLM_MODES",
+    "MARK_KEY",
+    "PRECHECK_LABELS",
+    "PRECHECK_MODES",
+    "RETRY_INSTRUCTION",
+    "CotAnswer",
+    "FallbackPolicy",
+    "LLMMode",
+    "MissingInfoPolicy",
+    "Precheck",
+    "PrecheckDecision",
+    "PrecheckLabel",
+    "PrecheckMode",
+    "RelevanceBackend",
+    "StructuredVerificationAnswer",
+    "ZeroShotAnswer",
+    "as_messages",
+    "context_texts",
+    "current_request",
+    "latest_request",
+    "parse_answer",
+    "prompt_messages",
+    "render_conversation",
+    "render_tools",
+    "stated_values",
+    "user_message",
+]

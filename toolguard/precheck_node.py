@@ -1,0 +1,212 @@
+"""The pre-check as LangGraph nodes: decide before the model acts, ask or tell the user.
+
+Wiring (any ``StateGraph`` whose state has a ``messages`` channel, a last-value
+``toolguard_precheck`` channel and, optionally, the ``toolguard`` counters; see
+:class:`PrecheckState`)::
+
+    pre = PrecheckNode(Precheck(tools))
+    builder.add_node("precheck", pre)
+    builder.add_node("precheck_ask", PrecheckAskNode())
+    builder.add_edge(START, "precheck")
+    builder.add_conditional_edges("precheck", pre.route, ["model", "precheck_ask", END])
+    builder.add_edge("precheck_ask", "model")
+
+Decisions (RelyToolBench's indecisive actions):
+
+- ``proceed``: the model acts as usual.
+- ``ask_user`` (TalkToUser): with a checkpointer the decision is stored in graph state and
+  :class:`PrecheckAskNode` interrupts with the project's ask-user payload
+  (``{"type": "toolguard.ask_user", "questions": [{"tool_call_id": None, "tool_name",
+  "question", "missing"}]}``, as :class:`toolguard.node.AskUserNode`); on
+  ``Command(resume=answer)`` the question and the answer join the conversation (an
+  ``AIMessage`` and a ``HumanMessage``) and the model acts.  Without a checkpointer the turn
+  ends with the question as an ``AIMessage`` (``response_metadata["toolguard"] ==
+  "ask_user"``); the user's next message is read together with the request it answers
+  (:func:`toolguard.precheck.current_request`).
+- ``no_suitable_tool`` (ChangeTools): the turn ends with an ``AIMessage`` telling the user
+  that no available tool can do it (``response_metadata["toolguard"] ==
+  "no_suitable_tool"``).
+
+In both abstain cases the model is not called, so no tool call can be made.  The decision
+stays in graph state under ``toolguard_precheck`` until answered, so a resume after a
+restart asks exactly what was asked (an LLM pre-check is not asked again).  Counters
+``precheck_proceed`` / ``precheck_ask_user`` / ``precheck_no_suitable_tool`` are added to
+``counters_key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END
+from langgraph.types import interrupt
+
+from toolguard.node import AskUserMode, GuardState
+from toolguard.precheck import MARK_KEY, Precheck, PrecheckDecision
+
+# langgraph._internal._constants.CONFIG_KEY_CHECKPOINTER
+_CHECKPOINTER_KEY = "__pregel_checkpointer"
+
+
+class PrecheckState(GuardState):
+    """:class:`~toolguard.node.GuardState` plus the pre-check's pending question.
+
+    ``toolguard_precheck`` holds the ``ask_user`` decision waiting on the user (a
+    :class:`~toolguard.precheck.PrecheckDecision` as JSON), or ``None``.
+    """
+
+    toolguard_precheck: dict[str, Any] | None
+
+
+def _get(state: Any, key: str) -> Any:
+    return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
+
+
+def needs_precheck(state: Any, *, messages_key: str = "messages") -> bool:
+    """Whether the last message is a user message or a tool result (a point to decide at)."""
+    msgs = _get(state, messages_key)
+    return bool(msgs) and isinstance(msgs[-1], HumanMessage | ToolMessage)
+
+
+class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
+    """Runs a :class:`~toolguard.precheck.Precheck` on the conversation (sync and async).
+
+    Args:
+        precheck: The configured pre-check.
+        messages_key: The state key holding the messages.
+        counters_key: State key of the guard counters (a reducer that adds, such as
+            :func:`toolguard.node.merge_counters`), or ``None``.
+        pending_key: Last-value state key for an ``ask_user`` decision waiting on the user.
+        ask_user: ``"auto"`` interrupts when the graph has a checkpointer and otherwise
+            ends the turn with the question; ``"interrupt"`` / ``"end"`` force one way.
+        model_node: The node :meth:`route` goes to on ``proceed``.
+        ask_node: The :class:`PrecheckAskNode` :meth:`route` goes to for a pending question.
+        name: The node's name.
+
+    Raises:
+        ValueError: For an unknown ``ask_user`` mode.
+    """
+
+    def __init__(
+        self,
+        precheck: Precheck,
+        *,
+        messages_key: str = "messages",
+        counters_key: str | None = "toolguard",
+        pending_key: str = "toolguard_precheck",
+        ask_user: AskUserMode = "auto",
+        model_node: str = "model",
+        ask_node: str = "precheck_ask",
+        name: str = "precheck",
+    ) -> None:
+        if ask_user not in ("auto", "interrupt", "end"):
+            raise ValueError(f"ask_user must be 'auto', 'interrupt' or 'end', got {ask_user!r}")
+        super().__init__(self._run, afunc=self._arun, name=name)
+        self.precheck = precheck
+        self.messages_key = messages_key
+        self.counters_key = counters_key
+        self.pending_key = pending_key
+        self.ask_user = ask_user
+        self.model_node = model_node
+        self.ask_node = ask_node
+
+    def _messages(self, state: Any) -> list[BaseMessage]:
+        msgs = _get(state, self.messages_key)
+        if not msgs:
+            raise ValueError(f"PrecheckNode: no messages under {self.messages_key!r}")
+        return list(msgs)
+
+    def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        msgs = self._messages(state)
+        if not needs_precheck(state, messages_key=self.messages_key):
+            return {}
+        return self._update(self.precheck.decide(msgs), config)
+
+    async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        msgs = self._messages(state)
+        if not needs_precheck(state, messages_key=self.messages_key):
+            return {}
+        return self._update(await self.precheck.adecide(msgs), config)
+
+    def _update(self, decision: PrecheckDecision, config: RunnableConfig) -> dict[str, Any]:
+        """Shared by sync and async: state update for one decision."""
+        update: dict[str, Any] = {}
+        if self.counters_key is not None:
+            update[self.counters_key] = {f"precheck_{decision.decision}": 1}
+        if decision.decision == "proceed":
+            return update
+        if decision.decision == "ask_user" and self._can_interrupt(config):
+            update[self.pending_key] = decision.model_dump(mode="json")
+            return update
+        update[self.messages_key] = [abstain_message(decision)]
+        return update
+
+    def _can_interrupt(self, config: RunnableConfig) -> bool:
+        if self.ask_user == "interrupt":
+            return True
+        if self.ask_user == "end":
+            return False
+        return (config.get("configurable") or {}).get(_CHECKPOINTER_KEY) is not None
+
+    def route(self, state: Any) -> str:
+        """Conditional edge after the node: ``ask_node``, ``END`` or ``model_node``."""
+        if _get(state, self.pending_key):
+            return self.ask_node
+        msgs = _get(state, self.messages_key) or []
+        last = msgs[-1] if msgs else None
+        if isinstance(last, AIMessage) and (last.response_metadata or {}).get(MARK_KEY) in (
+                "ask_user", "no_suitable_tool"):
+            return END
+        return self.model_node
+
+
+def abstain_message(decision: PrecheckDecision) -> AIMessage:
+    """The ``AIMessage`` that answers the user for an abstain decision (no tool calls)."""
+    return AIMessage(
+        decision.message or decision.reason,
+        response_metadata={MARK_KEY: decision.decision,
+                           "toolguard_precheck": decision.model_dump(mode="json")},
+    )
+
+
+class PrecheckAskNode(RunnableLambda[Any, dict[str, Any]]):
+    """Interrupts for the ``ask_user`` decision a :class:`PrecheckNode` left in state.
+
+    On resume (``Command(resume=answer)``: a string, or a dict whose values are joined)
+    the question (``AIMessage``) and the answer (``HumanMessage``) are appended and the
+    pending decision is cleared; route on to the model.  It holds no model, so re-running it
+    on resume is cheap and cannot change what was asked.
+
+    Args:
+        pending_key: The state key the pre-check node writes the decision to.
+        messages_key: The state key holding the messages.
+        name: The node's name.
+    """
+
+    def __init__(self, *, pending_key: str = "toolguard_precheck",
+                 messages_key: str = "messages", name: str = "precheck_ask") -> None:
+        super().__init__(self._run, name=name)
+        self.pending_key = pending_key
+        self.messages_key = messages_key
+
+    def _run(self, state: Any) -> dict[str, Any]:
+        pending = _get(state, self.pending_key)
+        if not pending:
+            return {}
+        decision = PrecheckDecision.model_validate(pending)
+        answer = interrupt({
+            "type": "toolguard.ask_user",
+            "questions": [{"tool_call_id": None, "tool_name": decision.tool,
+                           "question": decision.message, "missing": list(decision.missing)}],
+        })
+        text = (" ".join(str(v) for v in answer.values()) if isinstance(answer, Mapping)
+                else str(answer))
+        question = abstain_message(decision)
+        return {self.messages_key: [question, HumanMessage(text)], self.pending_key: None}
+
+
+__all__ = ["PrecheckAskNode", "PrecheckNode", "PrecheckState", "abstain_message",
+           "needs_precheck"]
