@@ -9,6 +9,11 @@ Public API:
 - :class:`RetryController` retries transient tool errors a bounded number of times, then
   skips the step or finishes (CRITICTOOL); ``toolguard.middleware`` wraps it for
   LangChain's ``create_agent``.
+- :class:`Precheck` / :class:`PrecheckNode` decide, before the model acts, whether to
+  proceed, ask the user or say no tool fits (the ICT paper's Structured Verification).
+- :class:`KnowledgeGraph`, :class:`KGStore` and :class:`KGResolveNode` resolve personal
+  references ("my mom's favourite restaurant") through a per-user knowledge graph before
+  the model acts (FamilyTool / KGETool).
 - :class:`ToolSpec` is the typed tool description every component shares.
 """
 
@@ -27,7 +32,15 @@ from toolguard.detectors import (
     TypeDetector,
 )
 from toolguard.guard import Guard
-from toolguard.kg import DeterministicPathGenerator, KnowledgeGraph, Resolution, kg_search
+from toolguard.kg import (
+    DeterministicPathGenerator,
+    KGResolveNode,
+    KGStore,
+    KnowledgeGraph,
+    LLMPathGenerator,
+    Resolution,
+    kg_search,
+)
 from toolguard.node import (
     AskUserNode,
     GuardCounters,
@@ -36,7 +49,14 @@ from toolguard.node import (
     merge_counters,
     needs_guard,
 )
-from toolguard.precheck import Precheck, PrecheckDecision
+from toolguard.precheck import (
+    Precheck,
+    PrecheckDecision,
+    PrecheckLabel,
+    PrecheckMode,
+    StructuredVerificationAnswer,
+)
+from toolguard.precheck_node import PrecheckAskNode, PrecheckNode, PrecheckState
 from toolguard.relevance import (
     EmbeddingRelevanceJudge,
     LexicalRelevanceJudge,
@@ -62,15 +82,24 @@ __all__ = [
     "GuardNode",
     "GuardState",
     "HallucinationType",
+    "KGResolveNode",
+    "KGStore",
     "KnowledgeGraph",
+    "LLMPathGenerator",
     "LLMRelevanceJudge",
     "LexicalRelevanceJudge",
     "Precheck",
+    "PrecheckAskNode",
     "PrecheckDecision",
+    "PrecheckLabel",
+    "PrecheckMode",
+    "PrecheckNode",
+    "PrecheckState",
     "RelevanceJudge",
     "RelevanceResult",
     "Resolution",
     "RetryController",
+    "StructuredVerificationAnswer",
     "TimingDetector",
     "ToolPolicy",
     "ToolSpec",

@@ -71,6 +71,52 @@ def demo(
         json_path.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
 
 
+@app.command("serve")
+def serve_command(
+    model: Annotated[str, typer.Option(help="Hugging Face model id or local model folder.")],
+    lora: Annotated[
+        Path | None, typer.Option(help="A LoRA adapter folder (PEFT), served under its name.")
+    ] = None,
+    port: Annotated[int, typer.Option(help="TCP port of the OpenAI-compatible server.")] = 8000,
+    host: Annotated[str | None, typer.Option(help="Interface to bind (vLLM's default).")] = None,
+    tool_parser: Annotated[
+        str | None,
+        typer.Option(help="vLLM --tool-call-parser (default: from the model family, e.g. "
+                          "hermes for Qwen2.5, llama3_json for Llama 3.x, mistral)."),
+    ] = None,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="Model id clients send (--served-model-name).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the vllm command and exit.")
+    ] = False,
+) -> None:
+    """Launch `vllm serve` with tool calling enabled (auto tool choice + the family's parser)."""
+    import shlex
+
+    from toolguard.serve import VLLMNotFoundError, build_command, vllm_launcher
+
+    options: dict[str, object] = {"lora": lora, "port": port, "host": host,
+                                  "tool_parser": tool_parser,
+                                  "served_model_name": served_model_name}
+    try:
+        if dry_run:
+            try:
+                launcher = vllm_launcher()
+            except VLLMNotFoundError:
+                launcher = ["vllm"]
+            typer.echo(shlex.join(build_command(model, launcher=launcher, **options)))  # type: ignore[arg-type]
+            return
+        cmd = build_command(model, launcher=vllm_launcher(), **options)  # type: ignore[arg-type]
+    except (VLLMNotFoundError, ValueError) as exc:
+        typer.echo(f"toolguard serve: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    import subprocess
+
+    typer.echo(f"running: {shlex.join(cmd)}", err=True)
+    raise typer.Exit(subprocess.run(cmd, check=False).returncode)
+
+
 @eval_app.command("detectors")
 def eval_detectors(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
@@ -109,44 +155,251 @@ def eval_faults(
 @eval_app.command("abstain")
 def eval_abstain(
     dataset: Annotated[str, typer.Option(help="relytoolbench or bfcl.")] = "relytoolbench",
-    mode: Annotated[str, typer.Option(help="Pre-check mode: deterministic.")] = "deterministic",
+    mode: Annotated[
+        str, typer.Option(help="deterministic, structured_verification, cot, zero_shot, or "
+                               "implicit (the agent model with the tools; a call = proceed).")
+    ] = "deterministic",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     data_dir: Annotated[
         Path | None,
         typer.Option(help="RelyToolBench folder (default ../shared/data/relytoolbench)."),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="Records per file/category.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Records/episodes per file/category.")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint for the LLM modes (e.g. vLLM); default: "
+                          "start the embedded llama.cpp server with SmolLM2-135M."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model name at --base-url, or a GGUF path/alias locally.")
+    ] = None,
+    relevance: Annotated[
+        str, typer.Option(help="Deterministic tool relevance: lexical or embedding "
+                               "(embed extra).")
+    ] = "lexical",
+    missing_info: Annotated[
+        str, typer.Option(help="Deterministic ask_user policy: vague (precision) or unstated "
+                               "(recall).")
+    ] = "vague",
+    request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 60.0,
 ) -> None:
-    """Abstain (ICT) eval: accuracy/F1 per subset, abstain = positive class (work in progress)."""
-    from evals.abstain import main
+    """Abstain (ICT) eval: accuracy/F1 per subset, abstain = positive class."""
+    from evals.abstain import EVAL_MODES, main
 
     if dataset not in ("relytoolbench", "bfcl"):
         raise typer.BadParameter("dataset must be relytoolbench or bfcl")
-    main(dataset, mode=mode, data_dir=data_dir, json_path=json_path,  # type: ignore[arg-type]
-         limit=limit)
+    if mode not in EVAL_MODES:
+        raise typer.BadParameter(f"mode must be one of {', '.join(EVAL_MODES)}")
+    if relevance not in ("lexical", "embedding"):
+        raise typer.BadParameter("relevance must be lexical or embedding")
+    if missing_info not in ("vague", "unstated"):
+        raise typer.BadParameter("missing-info must be vague or unstated")
+    kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
+                                 "limit": limit, "relevance": relevance,
+                                 "missing_info": missing_info}
+    if mode == "deterministic":
+        main(dataset, **kwargs)  # type: ignore[arg-type]
+        return
+    from toolguard.local_model import LocalModelServer, chat_model_for
+
+    # pre-check prompts bind no tools: send no tool_choice (llama.cpp would ignore tools)
+    if base_url:
+        chat = chat_model_for(base_url, model, timeout=request_timeout, max_retries=1)
+        main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
+        return
+    # explicit modes bind no tools: plain ChatML (chatml-function-calling HTML-escapes the
+    # prompt and ignores tools without tool_choice); implicit mode needs function calling
+    implicit = mode == "implicit"
+    chat_format = "chatml-function-calling" if implicit else "chatml"
+    with LocalModelServer(model or "smollm2", chat_format=chat_format) as server:
+        chat = server.chat_model(timeout=request_timeout, max_tokens=256,
+                                 tool_choice="auto" if implicit else None)
+        main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
 
 
 @eval_app.command("familytool")
 def eval_familytool(
     data_dir: Annotated[
-        Path, typer.Option(help="Folder with familytool-{b,e}.jsonl and familykg-{b,e}.txt.")
+        Path, typer.Option(help="Folder with familytool-X.jsonl and familykg-X.txt "
+                                "(flat, or in datasets/ and KG/).")
     ],
-    subset: Annotated[str, typer.Option(help="b (base) or e (extended).")] = "b",
+    subset: Annotated[str, typer.Option(help="b (base), e (extended) or another name.")] = "b",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     extraction: Annotated[str, typer.Option(help="Path extraction: exact, gs or rr.")] = "exact",
     generator: Annotated[
-        str, typer.Option(help="deterministic, or golden (oracle paths).")
+        str, typer.Option(help="deterministic, llm (KGETool prompt), or golden (oracle).")
     ] = "deterministic",
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint; default: the embedded "
+                                      "llama.cpp server (only when a model is needed).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model id at --base-url.")] = None,
+    tool_use: Annotated[
+        bool, typer.Option(help="Also score KG-augmented tool use (needs a model).")
+    ] = False,
+    limit: Annotated[int | None, typer.Option(help="Only the first N records.")] = None,
+    top_k: Annotated[
+        int, typer.Option(help="Deterministic generator: programs for the top-k relations.")
+    ] = 1,
 ) -> None:
-    """KG-extraction metrics on FamilyTool (work in progress)."""
+    """KG-extraction metrics on FamilyTool; with a model, tool-use metrics too."""
     from evals.familytool import main
 
-    if subset not in ("b", "e") or extraction not in ("exact", "gs", "rr") or generator not in (
-            "deterministic", "golden"):
+    if not subset.isidentifier() or extraction not in ("exact", "gs", "rr") or generator not in (
+            "deterministic", "golden", "llm"):
         raise typer.BadParameter(
-            "subset: b|e, extraction: exact|gs|rr, generator: deterministic|golden")
-    main(data_dir, subset, str(json_path) if json_path else None,  # type: ignore[arg-type]
-         extraction=extraction, generator=generator)  # type: ignore[arg-type]
+            "subset: b|e|NAME, extraction: exact|gs|rr, generator: deterministic|llm|golden")
+    if (limit is not None and limit < 1) or top_k < 1:
+        raise typer.BadParameter("--limit and --top-k must be >= 1")
+    main(data_dir, subset, str(json_path) if json_path else None,
+         extraction=extraction, generator=generator,  # type: ignore[arg-type]
+         base_url=base_url, model_name=model, tool_use=tool_use, limit=limit, top_k=top_k)
+
+
+@bench_app.command("kg")
+def bench_kg(
+    queries: Annotated[int, typer.Option(help="Queries to time.")] = 2000,
+    triples: Annotated[int, typer.Option(help="KG size (triples).")] = 500,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="FamilyTool folder (familykg-b.txt seeds the KG).")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the numbers here.")
+    ] = None,
+) -> None:
+    """Print the deterministic KG resolver's p50/p99 per query (ms) on an N-triple KG."""
+    from evals.bench_kg import main
+
+    main(queries=queries, triples=triples, data_dir=str(data_dir) if data_dir else None,
+         json_path=str(json_path) if json_path else None)
+
+
+@eval_app.command("critictool")
+def eval_critictool(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="The official CriticTool-Dataset folder (or its parent); default: "
+                          "the CRITICTOOL-style set built from BFCL v4 multi_turn_base."),
+    ] = None,
+    level: Annotated[str, typer.Option(help="Official data: base or evol.")] = "base",
+    cot: Annotated[bool, typer.Option(help="Official data: the *_w_cot files.")] = False,
+    limit: Annotated[int | None, typer.Option(help="Records per split (internal, external).")]
+    = None,
+    seed: Annotated[int, typer.Option(help="Seed of the built set.")] = 0,
+    max_tools: Annotated[
+        int, typer.Option(help="Built set: tools per system prompt (gold tools always listed).")
+    ] = 12,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint (e.g. vLLM); default: the embedded "
+                          "llama.cpp server with SmolLM2-135M."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model id at --base-url.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 4,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens per reply at most.")] = 512,
+    request_timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 120.0,
+    cache: Annotated[
+        Path | None, typer.Option(help="Generations JSONL (resumable; reruns skip done cases).")
+    ] = None,
+    similarity: Annotated[
+        str, typer.Option(help="Argument similarity: auto, mpnet (CriticTool's), minilm, "
+                               "rapidfuzz.")
+    ] = "auto",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the bar chart here (PNG).")] = None,
+) -> None:
+    """CRITICTOOL self-critique scores, unguarded vs guarded, side by side."""
+    from evals.critictool.run import main
+    from evals.runner import Endpoint
+
+    if level not in ("base", "evol") or similarity not in ("auto", "mpnet", "minilm",
+                                                             "rapidfuzz"):
+        raise typer.BadParameter("level: base|evol; similarity: auto|mpnet|minilm|rapidfuzz")
+    endpoint = Endpoint(base_url=base_url, model=model, max_tokens=max_tokens,
+                        timeout=request_timeout)
+    main(endpoint=endpoint, data_dir=data_dir, level=level, cot=cot,  # type: ignore[arg-type]
+         limit=limit, seed=seed, concurrency=concurrency, cache=cache, json_path=json_path,
+         plot=plot, similarity=similarity, max_tools=max_tools)  # type: ignore[arg-type]
+
+
+@eval_app.command("relytoolbench")
+def eval_relytoolbench(
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint (vLLM, a router); default: start the "
+                          "embedded llama.cpp server (SmolLM2-135M, one request at a time)."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model id at --base-url.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Episodes in flight.")] = 1,
+    limit: Annotated[int | None, typer.Option(help="Records per file (9 files).")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="react (paper's Appendix F text) or native.")
+    ] = "react",
+    max_steps: Annotated[int, typer.Option(help="Model turns per episode.")] = 6,
+    cache: Annotated[
+        Path | None, typer.Option(help="JSONL cache of episodes, API answers and judgments.")
+    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the bar chart here.")] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option(help="Separate judge endpoint (default: the agent's).")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option(help="Model id at --judge-base-url.")] = None,
+    score_only: Annotated[
+        bool, typer.Option(help="Rescore the cached episodes offline (no generation).")
+    ] = False,
+    group: Annotated[
+        list[str] | None,
+        typer.Option(help="G1_instruction, G2_category, G3_instruction (default all)."),
+    ] = None,
+    case_id: Annotated[
+        list[str] | None,
+        typer.Option("--id", help="Only these case ids, e.g. G1_instruction:86143."),
+    ] = None,
+    request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 120.0,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per completion at most.")] = 256,
+) -> None:
+    """RelyToolBench: pass rate, hallucination rates, RePR, BCU; unguarded vs guarded."""
+    from evals.relytoolbench.data import GROUPS
+    from evals.relytoolbench.run import main
+
+    if fmt not in ("react", "native"):
+        raise typer.BadParameter("--format must be react or native")
+    groups = tuple(group) if group else GROUPS
+    if any(g not in GROUPS for g in groups):
+        raise typer.BadParameter(f"--group must be one of {GROUPS}")
+    main(base_url=base_url, model=model, judge_base_url=judge_base_url,
+         judge_model=judge_model, concurrency=concurrency, limit=limit,
+         fmt=fmt, max_steps=max_steps, cache=cache,  # type: ignore[arg-type]
+         json_path=json_path, plot_path=plot, score_only=score_only,
+         groups=groups, ids=case_id, timeout=request_timeout,  # type: ignore[arg-type]
+         max_tokens=max_tokens)
+
+
+@bench_app.command("throughput")
+def bench_throughput(
+    base_url: Annotated[
+        str | None, typer.Option(help="Endpoint; default the embedded llama.cpp server.")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model id at --base-url.")] = None,
+    level: Annotated[
+        list[int] | None, typer.Option(help="Concurrency levels (default 1, 2, 4).")
+    ] = None,
+    per_subset: Annotated[
+        int, typer.Option(help="Cases per subset (shortest G1 prompts).")
+    ] = 1,
+    max_steps: Annotated[int, typer.Option(help="Model turns per episode.")] = 2,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per completion at most.")] = 64,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the numbers here.")
+    ] = None,
+) -> None:
+    """Print RelyToolBench cases per second against concurrency."""
+    from evals.bench_throughput import main
+
+    main(base_url=base_url, model=model, levels=tuple(level) if level else (1, 2, 4),
+         per_subset=per_subset, max_steps=max_steps, max_tokens=max_tokens,
+         json_path=json_path)
 
 
 @bench_app.command("overhead")
@@ -161,6 +414,27 @@ def bench_overhead(
     from evals.bench_overhead import main
 
     main(calls=calls, steps=steps, json_path=str(json_path) if json_path else None)
+
+
+@bench_app.command("precheck")
+def bench_precheck(
+    dataset: Annotated[
+        list[str] | None, typer.Option(help="relytoolbench and/or bfcl (default both).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Records/episodes per file/category.")] = None,
+    repeats: Annotated[int, typer.Option(help="Timed runs per case.")] = 3,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the numbers here.")
+    ] = None,
+) -> None:
+    """Print the deterministic pre-check's p50/p99 per case (ms) over real cases."""
+    from evals.bench_precheck import main
+
+    datasets = tuple(dataset or ("relytoolbench", "bfcl"))
+    if not set(datasets) <= {"relytoolbench", "bfcl"} or repeats < 1:
+        raise typer.BadParameter("dataset: relytoolbench|bfcl; repeats >= 1")
+    main(datasets=datasets, limit=limit, repeats=repeats,
+         json_path=str(json_path) if json_path else None)
 
 
 if __name__ == "__main__":  # pragma: no cover
