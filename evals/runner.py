@@ -25,6 +25,7 @@ request at a time, so concurrency above 1 only queues there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
@@ -52,6 +53,7 @@ __all__ = [
     "open_endpoint",
     "plot_variants",
     "print_table",
+    "release_connections",
     "run_cases",
     "run_cases_sync",
     "side_by_side_table",
@@ -133,6 +135,21 @@ def open_endpoint(endpoint: Endpoint) -> Iterator[BaseChatModel]:
                           max_tokens=endpoint.max_tokens, max_retries=2)
     assert chat is not None  # base_url is set
     yield chat
+
+
+async def release_connections(model: object) -> None:
+    """Close the pooled HTTP connections of a ``ChatOpenAI``'s async client (best effort).
+
+    langchain-openai shares one httpx ``AsyncClient`` per endpoint between instances; its
+    keep-alive connections belong to the event loop that opened them, and after
+    ``asyncio.run`` returns they would be garbage-collected with a ``ResourceWarning``.
+    Closing the pool (not the client) ends them; the pool stays usable for a later loop.
+    """
+    client = getattr(getattr(model, "root_async_client", None), "_client", None)
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    if pool is not None and hasattr(pool, "aclose"):
+        with contextlib.suppress(Exception):
+            await pool.aclose()
 
 
 def _canonical(value: Any) -> str:

@@ -5,10 +5,15 @@
 - ``toolguard eval detectors --json PATH``: the labelled BFCL detector suite.
 - ``toolguard eval faults --json PATH``: the retry controller on BFCL gold replays with
   injected environment faults, next to LangChain's ``ToolRetryMiddleware``.
-- ``toolguard eval abstain`` / ``toolguard eval familytool``: first cuts of the ICT-style
-  abstain evaluation and the FamilyTool KG-extraction metrics (issues 5 and 4, in progress).
-- ``toolguard bench overhead``: the guard's per-call overhead and the guarded/plain
-  ToolNode step ratio.
+- ``toolguard eval abstain``: the ICT-style abstain task on RelyToolBench and BFCL v4 with the
+  Structured Verification pre-check (deterministic or an LLM mode).
+- ``toolguard eval familytool``: FamilyTool's KG-extraction (and, with a model, tool-use)
+  metrics for the KG resolver.
+- ``toolguard eval relytoolbench`` / ``toolguard eval critictool``: the papers' metrics,
+  unguarded vs guarded, on the async runner (``evals/runner.py``).
+- ``toolguard serve``: ``vllm serve`` with tool calling for a model (and LoRA) on a GPU machine.
+- ``toolguard bench overhead|precheck|kg|throughput``: the guard's per-call overhead and the
+  guarded/plain ToolNode step ratio; pre-check and KG-resolution latency; runner throughput.
 """
 
 from __future__ import annotations

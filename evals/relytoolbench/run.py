@@ -10,7 +10,6 @@ offline.  :func:`run_relytoolbench` does both and builds the report.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from evals.runner import (
     open_endpoint,
     plot_variants,
     print_table,
+    release_connections,
     run_cases,
     side_by_side_table,
     write_json,
@@ -218,21 +218,6 @@ async def _run(
     for model in {id(m): m for m in (chat, judge_model) if m is not None}.values():
         await release_connections(model)
     return out
-
-
-async def release_connections(model: Any) -> None:
-    """Close the pooled HTTP connections of a ``ChatOpenAI``'s async client (best effort).
-
-    langchain-openai shares one httpx ``AsyncClient`` per endpoint between instances; its
-    keep-alive connections belong to the event loop that opened them, and after
-    ``asyncio.run`` returns they would be garbage-collected with a ``ResourceWarning``.
-    Closing the pool (not the client) ends them; the pool stays usable for a later loop.
-    """
-    client = getattr(getattr(model, "root_async_client", None), "_client", None)
-    pool = getattr(getattr(client, "_transport", None), "_pool", None)
-    if pool is not None and hasattr(pool, "aclose"):
-        with contextlib.suppress(Exception):
-            await pool.aclose()
 
 
 def table_rows(report: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
