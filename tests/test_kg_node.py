@@ -158,6 +158,23 @@ def test_relation_added_at_run_time_through_the_store() -> None:
     assert "podcast_0042" in out["kg_grounding"]
 
 
+def test_relation_added_at_run_time_to_a_shared_kg() -> None:
+    """The node keeps one resolver for kg=; a triple added later is still seen."""
+    kg = KnowledgeGraph(U1)
+    model = ScriptedChatModel(script=[AIMessage("ok")] * 2)
+    graph = _graph(model, KGResolveNode(kg=kg))
+    config = {"configurable": {"kg_speaker": "Bob"}}
+    request = "Play my mom's favourite podcast."
+    out = graph.invoke({"messages": [HumanMessage(request)]}, config)
+    assert out["messages"][-1].response_metadata.get("toolguard") == "ask_user"
+    kg.add("Alice", "prefer_podcast", "podcast_0042")
+    out = graph.invoke({"messages": [HumanMessage(request)]}, config)
+    assert "podcast_0042" in out["kg_grounding"]
+    kg.remove("Alice", "prefer_podcast", "podcast_0042")
+    out = graph.invoke({"messages": [HumanMessage(request)]}, config)
+    assert out["messages"][-1].response_metadata.get("toolguard") == "ask_user"
+
+
 async def test_async_graph_and_user_id_from_state() -> None:
     model = ScriptedChatModel(script=[AIMessage("ok")])
 

@@ -55,6 +55,27 @@ AskUserMode = Literal["auto", "interrupt", "end"]
 _CHECKPOINTER_KEY = "__pregel_checkpointer"
 
 
+def validate_ask_user(mode: str) -> None:
+    """Check an ``ask_user`` option of a node (shared by the guard, pre-check and KG nodes).
+
+    Raises:
+        ValueError: ``mode`` is not ``"auto"``, ``"interrupt"`` or ``"end"``.
+    """
+    if mode not in ("auto", "interrupt", "end"):
+        raise ValueError(f"ask_user must be 'auto', 'interrupt' or 'end', got {mode!r}")
+
+
+def can_interrupt(mode: str, config: RunnableConfig) -> bool:
+    """Whether a node in ``ask_user`` ``mode`` asks through ``interrupt()``.
+
+    ``"interrupt"``: always; ``"end"``: never (the turn ends with the question);
+    ``"auto"``: when the running graph has a checkpointer (an interrupt needs one to resume).
+    """
+    if mode != "auto":
+        return mode == "interrupt"
+    return (config.get("configurable") or {}).get(_CHECKPOINTER_KEY) is not None
+
+
 class GuardCounters(TypedDict, total=False):
     """Running totals kept in graph state (summed by :func:`merge_counters`).
 
@@ -151,8 +172,7 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         grounding_key: str | None = None,
         name: str = "guard",
     ) -> None:
-        if ask_user not in ("auto", "interrupt", "end"):
-            raise ValueError(f"ask_user must be 'auto', 'interrupt' or 'end', got {ask_user!r}")
+        validate_ask_user(ask_user)
         super().__init__(self._run, afunc=self._arun, name=name)
         self.guard = guard
         self.messages_key = messages_key
@@ -271,11 +291,7 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         return update
 
     def _can_interrupt(self, config: RunnableConfig) -> bool:
-        if self.ask_user == "interrupt":
-            return True
-        if self.ask_user == "end":
-            return False
-        return (config.get("configurable") or {}).get(_CHECKPOINTER_KEY) is not None
+        return can_interrupt(self.ask_user, config)
 
     # ------------------------------------------------------------------ routing
     def route(self, state: Any) -> list[Send] | str:

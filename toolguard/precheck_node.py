@@ -44,11 +44,8 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END
 from langgraph.types import interrupt
 
-from toolguard.node import AskUserMode, GuardState
+from toolguard.node import AskUserMode, GuardState, can_interrupt, validate_ask_user
 from toolguard.precheck import MARK_KEY, Precheck, PrecheckDecision
-
-# langgraph._internal._constants.CONFIG_KEY_CHECKPOINTER
-_CHECKPOINTER_KEY = "__pregel_checkpointer"
 
 
 class PrecheckState(GuardState):
@@ -102,8 +99,7 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
         ask_node: str = "precheck_ask",
         name: str = "precheck",
     ) -> None:
-        if ask_user not in ("auto", "interrupt", "end"):
-            raise ValueError(f"ask_user must be 'auto', 'interrupt' or 'end', got {ask_user!r}")
+        validate_ask_user(ask_user)
         super().__init__(self._run, afunc=self._arun, name=name)
         self.precheck = precheck
         self.messages_key = messages_key
@@ -145,11 +141,7 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
         return update
 
     def _can_interrupt(self, config: RunnableConfig) -> bool:
-        if self.ask_user == "interrupt":
-            return True
-        if self.ask_user == "end":
-            return False
-        return (config.get("configurable") or {}).get(_CHECKPOINTER_KEY) is not None
+        return can_interrupt(self.ask_user, config)
 
     def route(self, state: Any) -> str:
         """Conditional edge after the node: ``ask_node``, ``END`` or ``model_node``."""

@@ -43,12 +43,12 @@ from langgraph.types import interrupt
 from toolguard.kg.graph import KnowledgeGraph, Triple
 from toolguard.kg.resolver import DeterministicPathGenerator, Resolution
 from toolguard.kg.store import KGStore
+from toolguard.node import can_interrupt, validate_ask_user
 
 KGAskMode = Literal["auto", "interrupt", "end"]
 EXTRA_INFO = "The extra information for the query is"
 """KGETool's lead-in for the sub-KG appended to the query (FamilyTool data)."""
 
-_CHECKPOINTER_KEY = "__pregel_checkpointer"
 
 
 def format_sub_kg(triples: Sequence[Triple]) -> str:
@@ -105,8 +105,7 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
     ) -> None:
         if kg is not None and store is not None:
             raise ValueError("pass kg (one shared KG) or store (per-user KGs), not both")
-        if ask_user not in ("auto", "interrupt", "end"):
-            raise ValueError(f"ask_user must be 'auto', 'interrupt' or 'end', got {ask_user!r}")
+        validate_ask_user(ask_user)
         DeterministicPathGenerator(KnowledgeGraph(), **resolver_options)  # validate eagerly
         super().__init__(self._run, afunc=self._arun, name=name)
         self.kg = kg
@@ -118,6 +117,10 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
         self.ask_user = ask_user
         self.model_node = model_node
         self.resolver_options = resolver_options
+        # one generator for a fixed kg=: its relation tables are cached per KG version, so
+        # they are built once, not on every user message (store KGs are loaded per turn)
+        self._fixed_generator = (DeterministicPathGenerator(kg, **resolver_options)
+                                 if kg is not None else None)
 
     # ------------------------------------------------------------------ helpers
     def _get(self, state: Any, key: str) -> Any:
@@ -161,14 +164,13 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
                         for p in message.content if isinstance(p, str | dict))
 
     def _can_interrupt(self, config: RunnableConfig) -> bool:
-        if self.ask_user != "auto":
-            return self.ask_user == "interrupt"
-        return (config.get("configurable") or {}).get(_CHECKPOINTER_KEY) is not None
+        return can_interrupt(self.ask_user, config)
 
     # ------------------------------------------------------------------ node
     def _resolve(self, kg: KnowledgeGraph, message: HumanMessage,
                  speaker: str | None) -> Resolution:
-        gen = DeterministicPathGenerator(kg, **self.resolver_options)
+        gen = (self._fixed_generator if kg is self.kg and self._fixed_generator is not None
+               else DeterministicPathGenerator(kg, **self.resolver_options))
         return gen.resolve(self._text(message), speaker=speaker)
 
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
