@@ -46,6 +46,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from evals.relytoolbench import data as rtb_data
 from toolguard.context import message_text
 from toolguard.precheck import (
     LLM_MODES,
@@ -63,7 +64,7 @@ Dataset = Literal["relytoolbench", "bfcl"]
 EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit"]
 EVAL_MODES: tuple[EvalMode, ...] = ("deterministic", "structured_verification", "cot",
                                     "zero_shot", "implicit")
-DEFAULT_RTB_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "relytoolbench"
+DEFAULT_RTB_DIR = rtb_data.DEFAULT_DATA_DIR
 MISS_FUNC_PROMPT = "I have updated some more functions you can choose from. What about now?"
 """BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``."""
 IMPLICIT_SYSTEM = ("You are a helpful assistant with access to functions. Call a function "
@@ -71,11 +72,10 @@ IMPLICIT_SYSTEM = ("You are a helpful assistant with access to functions. Call a
                    "answer the user in text.")
 """System message of the implicit evaluation (llama.cpp shows tools only with one)."""
 
-_RTB_GROUPS = ("G1_instruction", "G2_category", "G3_instruction")
-_RTB_SUBSETS: dict[str, tuple[str, PrecheckLabel]] = {
-    "Original": ("", "proceed"),
-    "Missing Parameter": ("_missing_all_arguments", "ask_user"),
-    "Unmatched Tools": ("_with_unmatched_tools", "no_suitable_tool"),
+_RTB_LABELS: dict[str, PrecheckLabel] = {
+    "Original": "proceed",
+    "Missing Parameter": "ask_user",
+    "Unmatched Tools": "no_suitable_tool",
 }
 _BFCL_SUBSETS: dict[str, PrecheckLabel] = {
     "irrelevance": "no_suitable_tool",
@@ -118,21 +118,9 @@ def load_relytoolbench(data_dir: str | Path | None = None, *,
     Raises:
         FileNotFoundError: If a subset file is missing.
     """
-    root = Path(data_dir) if data_dir else DEFAULT_RTB_DIR
-    cases: list[Case] = []
-    for subset, (suffix, label) in _RTB_SUBSETS.items():
-        for group in _RTB_GROUPS:
-            path = root / f"{group}{suffix}.json"
-            if not path.is_file():
-                raise FileNotFoundError(f"RelyToolBench file {path} is missing")
-            records = json.loads(path.read_text(encoding="utf-8"))
-            for r in records[:limit]:
-                tools = [ToolSpec.from_toolbench(a) for a in r["api_list"]]
-                uniq = list({t.name: t for t in tools}.values())
-                cases.append(Case(id=f"{group}{suffix}:{r['query_id']}", subset=subset,
-                                  tools=uniq, expected=label,
-                                  messages=[HumanMessage(r["query"])]))
-    return cases
+    return [Case(id=c.id, subset=c.subset, tools=list(c.specs),
+                 expected=_RTB_LABELS[c.subset], messages=[HumanMessage(c.query)])
+            for c in rtb_data.load_relytoolbench(data_dir, limit=limit)]
 
 
 def load_bfcl(*, limit: int | None = None, multi_turn: bool = True) -> list[Case]:

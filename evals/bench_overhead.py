@@ -24,12 +24,8 @@ from langgraph.prebuilt import ToolNode
 from rich.console import Console
 from rich.table import Table
 
+from evals.runner import quantile
 from toolguard import Guard, GuardNode
-
-
-def _quantile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def _cases(limit: int) -> list[tuple[list[Any], list[BaseMessage]]]:
@@ -81,7 +77,7 @@ def bench_check(calls: int) -> dict[str, float]:
         g.check(msgs)
         times.append((time.perf_counter() - t0) * 1000)
         i += 1
-    return {"p50_ms": _quantile(times, 0.5), "p99_ms": _quantile(times, 0.99),
+    return {"p50_ms": quantile(times, 0.5), "p99_ms": quantile(times, 0.99),
             "mean_ms": statistics.fmean(times), "n": len(times), "distinct_cases": len(cases)}
 
 
@@ -126,7 +122,7 @@ def bench_step(steps: int) -> dict[str, float]:
         tp.append((t1 - t0) * 1000)
         tg.append((t2 - t1) * 1000)
     assert out_p["messages"][-1].content == out_g["messages"][-1].content == "ok"
-    p50p, p50g = _quantile(tp, 0.5), _quantile(tg, 0.5)
+    p50p, p50g = quantile(tp, 0.5), quantile(tg, 0.5)
     return {"plain_p50_ms": p50p, "guarded_p50_ms": p50g, "ratio": p50g / p50p, "steps": steps}
 
 

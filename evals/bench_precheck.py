@@ -13,21 +13,14 @@ is read off the numbers).
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from evals.abstain import Case, load_cases
+from evals.runner import latency_summary
 from toolguard.precheck import Precheck
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def time_cases(cases: Sequence[Case], *, repeats: int = 3) -> dict[str, Any]:
@@ -53,11 +46,8 @@ def time_cases(cases: Sequence[Case], *, repeats: int = 3) -> dict[str, Any]:
             decide.append(1000 * (t2 - t1))
     return {
         "cases": len(cases),
-        "build_and_decide_ms": {"p50": round(_pct(build, 0.5), 3),
-                                "p99": round(_pct(build, 0.99), 3),
-                                "mean": round(statistics.fmean(build), 3) if build else 0.0},
-        "decide_ms": {"p50": round(_pct(decide, 0.5), 3), "p99": round(_pct(decide, 0.99), 3),
-                      "mean": round(statistics.fmean(decide), 3) if decide else 0.0},
+        "build_and_decide_ms": latency_summary(build),
+        "decide_ms": latency_summary(decide),
     }
 
 

@@ -50,9 +50,11 @@ __all__ = [
     "GenerationCache",
     "RunResult",
     "cache_key",
+    "latency_summary",
     "open_endpoint",
     "plot_variants",
     "print_table",
+    "quantile",
     "release_connections",
     "run_cases",
     "run_cases_sync",
@@ -450,3 +452,26 @@ def write_json(path: Path | str | None, payload: Mapping[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n",
                    encoding="utf-8")
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile ``q`` in ``[0, 1]`` of ``values`` (0.0 when empty).
+
+    The benchmarks' p50/p99: the value at rank ``round(q * (n - 1))`` of the sorted list.
+
+    Raises:
+        ValueError: ``q`` outside ``[0, 1]``.
+    """
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q}")
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def latency_summary(times_ms: Sequence[float], digits: int = 3) -> dict[str, float]:
+    """``{"p50", "p99", "mean"}`` of latencies in milliseconds, rounded to ``digits``."""
+    mean = sum(times_ms) / len(times_ms) if times_ms else 0.0
+    return {"p50": round(quantile(times_ms, 0.5), digits),
+            "p99": round(quantile(times_ms, 0.99), digits), "mean": round(mean, digits)}

@@ -515,3 +515,26 @@ def test_real_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
     )
     assert result.returncode == -signal.SIGKILL, result.stderr
     assert _gone(_pid_in(result.stdout), within=15)
+
+
+_RENDER = """
+import jinja2, llama_cpp.llama_chat_format as cf
+env = cf.ImmutableSandboxedEnvironment(autoescape=jinja2.select_autoescape(["html", "xml"]))
+print(env.from_string("{{ m }}").render(m='{"city": "<Paris> & Co"}'))
+"""
+
+
+@needs_llama
+@pytest.mark.parametrize("patched", [False, True])
+def test_server_patches_render_chat_templates_unescaped(patched: bool) -> None:
+    """llama-cpp-python's chatml-function-calling template autoescapes (the model would see
+    ``&#34;`` for ``"``); the launcher's patches turn that off inside the server process."""
+    from toolguard.local_model import _SERVER_PATCHES
+
+    code = ("cap = 0\n" + _SERVER_PATCHES if patched else "") + _RENDER
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.strip()
+    if patched:
+        assert out == '{"city": "<Paris> & Co"}'
+    else:  # the upstream behaviour the patch exists for
+        assert out == "{&#34;city&#34;: &#34;&lt;Paris&gt; &amp; Co&#34;}"

@@ -13,7 +13,9 @@ from evals.runner import (
     Endpoint,
     GenerationCache,
     cache_key,
+    latency_summary,
     plot_variants,
+    quantile,
     run_cases,
     run_cases_sync,
     side_by_side_table,
@@ -157,3 +159,20 @@ def test_reports_table_plot_json(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out" / "r.json").read_text()) == {
         "overall": {"pass_rate": 30.0}}
     write_json(None, {"ignored": True})
+
+
+def test_quantile_is_nearest_rank_and_rejects_bad_q() -> None:
+    xs = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert quantile(xs, 0.0) == 1.0
+    assert quantile(xs, 0.5) == 3.0
+    assert quantile(xs, 1.0) == 5.0
+    assert quantile(list(range(1, 101)), 0.99) == 99  # rank round(0.99 * 99) = 98
+    assert quantile([], 0.5) == 0.0
+    with pytest.raises(ValueError, match="q must be in"):
+        quantile(xs, 1.5)
+
+
+def test_latency_summary_rounds_p50_p99_mean() -> None:
+    out = latency_summary([0.1234, 0.2, 10.0], digits=2)
+    assert out == {"p50": 0.2, "p99": 10.0, "mean": 3.44}
+    assert latency_summary([]) == {"p50": 0.0, "p99": 0.0, "mean": 0.0}

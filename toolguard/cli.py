@@ -212,8 +212,8 @@ def eval_abstain(
         chat = chat_model_for(base_url, model, timeout=request_timeout, max_retries=1)
         main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
         return
-    # explicit modes bind no tools: plain ChatML (chatml-function-calling HTML-escapes the
-    # prompt and ignores tools without tool_choice); implicit mode needs function calling
+    # explicit modes bind no tools: plain ChatML (chatml-function-calling ignores tools
+    # without tool_choice); implicit mode needs function calling
     implicit = mode == "implicit"
     chat_format = "chatml-function-calling" if implicit else "chatml"
     with LocalModelServer(model or "smollm2", chat_format=chat_format) as server:

@@ -66,6 +66,30 @@ ChatFormat = Literal["chatml-function-calling", "functionary-v2", "chatml", "gem
 LOCAL_EXTRA_HINT = "pip install 'toolguard[local]'"
 _LOG_TAIL_LINES = 40
 
+# Patches applied inside the server process before llama_cpp.server runs (``cap``: the
+# completion cap, 0 = none).  Kept apart from the launcher so tests can run them.
+_SERVER_PATCHES = """\
+import llama_cpp, llama_cpp.llama_chat_format as _chat_format
+# chatml-function-calling renders messages with jinja2 autoescape on, so the model sees
+# &#34; for every quote and &amp;/&lt; in tool results and JSON arguments.  Chat templates
+# are not HTML: render them as written (as transformers does).
+class _PlainTemplates(_chat_format.ImmutableSandboxedEnvironment):
+    def __init__(self, *args, **kwargs):
+        kwargs["autoescape"] = False
+        super().__init__(*args, **kwargs)
+_chat_format.ImmutableSandboxedEnvironment = _PlainTemplates
+if cap > 0:
+    # chatml-function-calling generates tool arguments with max_tokens=None (unbounded):
+    # a small model can run away for minutes inside one string, and the single-threaded
+    # server queues every later request behind it. Cap every completion instead.
+    _create = llama_cpp.Llama.create_completion
+    def create_completion(self, *args, **kwargs):
+        if kwargs.get("max_tokens") is None or kwargs["max_tokens"] > cap:
+            kwargs["max_tokens"] = cap
+        return _create(self, *args, **kwargs)
+    llama_cpp.Llama.create_completion = create_completion
+"""
+
 # Runs `python -m llama_cpp.server` with a watchdog thread.  The server lives in its own
 # process group (so stop() can signal everything it spawned), which also means it does not
 # die with its parent; the parent therefore holds the write end of the child's stdin, and
@@ -75,17 +99,7 @@ _LAUNCHER = """\
 import os, runpy, signal, sys, threading, time
 grace = float(sys.argv.pop(1))
 cap = int(sys.argv.pop(1))
-if cap > 0:
-    # chatml-function-calling generates tool arguments with max_tokens=None (unbounded):
-    # a small model can run away for minutes inside one string, and the single-threaded
-    # server queues every later request behind it. Cap every completion instead.
-    import llama_cpp
-    _create = llama_cpp.Llama.create_completion
-    def create_completion(self, *args, **kwargs):
-        if kwargs.get("max_tokens") is None or kwargs["max_tokens"] > cap:
-            kwargs["max_tokens"] = cap
-        return _create(self, *args, **kwargs)
-    llama_cpp.Llama.create_completion = create_completion
+""" + _SERVER_PATCHES + """\
 def watchdog():
     try:
         while os.read(0, 65536):  # raw fd: a buffered stdin would block shutdown

@@ -10,9 +10,9 @@ one step.
 ``{"error": str, "name": str, "args": {...}}`` (``error`` only when the last step was wrong,
 one of the four categories; ``thought`` too for CoT files; ``{"name": "FinishAction",
 "args": str}`` for a final answer).  JSON or a Python literal, optionally in a `````json``
-fence; text around the outermost braces is ignored.  With the embedded llama.cpp server
-replies are HTML-unescaped first (its chat handler HTML-escapes the prompt, see
-:func:`generate_case`); the report says so (``html_unescape``).
+fence; text around the outermost braces is ignored.  ``unescape=True`` (see
+:func:`generate_case`) HTML-unescapes replies first, for servers whose chat template
+HTML-escapes the prompt; the report says so (``html_unescape``).
 
 **Protocols.** Internal: one generation, saved as ``prediction``.  External: CriticTool's
 ``test.environment_infer``: up to ``retry_limit + 1`` (4) generations; while a reply equals
@@ -349,10 +349,11 @@ async def generate_case(chat: BaseChatModel, case: Case, *, retry_limit: int = R
         chat: The model under test.
         case: The case.
         retry_limit: CriticTool's ``--retry_limit``.
-        unescape: Undo HTML escapes in replies (``html.unescape``).  For the embedded
-            llama.cpp server only: llama-cpp-python's ``chatml-function-calling`` handler
-            renders messages with Jinja autoescape, so the model sees ``&#34;`` for every
-            ``"`` of the JSON in its prompt and writes its JSON the same way.
+        unescape: Undo HTML escapes in replies (``html.unescape``), for servers whose chat
+            template HTML-escapes the prompt: the model then sees ``&#34;`` for every ``"``
+            of the JSON in its prompt and writes its JSON the same way (llama-cpp-python's
+            stock ``chatml-function-calling``; :class:`~toolguard.local_model.LocalModelServer`
+            patches that out).
 
     """
     rec = case.record
@@ -540,7 +541,7 @@ def run_critictool(*, endpoint: Endpoint, data_dir: Path | str | None = None,
                                  max_tools=max_tools)
     sim = get_similarity(similarity)
     cases = make_cases(records, variants=variants)
-    unescape = endpoint.base_url is None  # the embedded server's autoescape quirk
+    unescape = False  # the embedded server renders templates unescaped (local_model)
     settings = endpoint.settings() | {"benchmark": "critictool", "protocol": PROTOCOL_VERSION,
                                       "html_unescape": unescape}
     store = GenerationCache(cache)
