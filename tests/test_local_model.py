@@ -538,3 +538,48 @@ def test_server_patches_render_chat_templates_unescaped(patched: bool) -> None:
         assert out == '{"city": "<Paris> & Co"}'
     else:  # the upstream behaviour the patch exists for
         assert out == "{&#34;city&#34;: &#34;&lt;Paris&gt; &amp; Co&#34;}"
+
+
+_GRAMMAR = r"""
+import json
+from llama_cpp.llama_grammar import LlamaGrammar
+schema = {"type": "object", "properties": {
+    "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
+    "pattern": {"type": "string"}}, "required": ["date", "pattern"]}
+print(LlamaGrammar.from_json_schema(json.dumps(schema))._grammar)
+"""
+
+
+@needs_llama
+@pytest.mark.parametrize("patched", [False, True])
+def test_server_patches_drop_regex_patterns_from_tool_grammars(patched: bool) -> None:
+    """llama-cpp-python turns ``\\d{4}`` into invalid GBNF (the server then dies on the
+    request); the patches drop string ``pattern``s, keeping a property named "pattern"."""
+    from toolguard.local_model import _SERVER_PATCHES
+
+    code = ("cap = 0\n" + _SERVER_PATCHES if patched else "") + _GRAMMAR
+    gbnf = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    assert '\\"pattern\\"' in gbnf  # the property survives either way
+    if patched:
+        assert "\\d" not in gbnf
+    else:  # the upstream behaviour the patch exists for
+        assert '"\\d\\d\\d\\d"' in gbnf
+
+
+@needs_smollm2
+def test_embedded_server_survives_a_tool_schema_with_a_date_pattern() -> None:
+    """A FamilyTool-style date ``pattern`` used to crash the embedded server."""
+    schema = {"type": "function", "function": {
+        "name": "set_reminder", "description": "Set a reminder on a date.",
+        "parameters": {"type": "object", "properties": {
+            "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
+            "text": {"type": "string"}}, "required": ["date", "text"]}}}
+    with LocalModelServer("smollm2") as server:
+        chat = server.chat_model(timeout=120, max_tokens=64)
+        reply = chat.bind_tools([schema], tool_choice="auto").invoke(
+            "Remind me to call mom on 2024-05-01.")
+        assert server.running
+        assert isinstance(reply, AIMessage)
+        again = chat.invoke("Say hi.")  # the server still answers
+        assert isinstance(again, AIMessage)

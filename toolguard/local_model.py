@@ -78,6 +78,26 @@ class _PlainTemplates(_chat_format.ImmutableSandboxedEnvironment):
         kwargs["autoescape"] = False
         super().__init__(*args, **kwargs)
 _chat_format.ImmutableSandboxedEnvironment = _PlainTemplates
+# Its JSON-schema-to-GBNF converter writes invalid GBNF for some regex "pattern"s (e.g.
+# ^\\d{4}-\\d{2}-\\d{2}$, FamilyTool's date fields); llama.cpp fails to parse the grammar and
+# the server process dies on that request.  Drop string patterns before converting: the
+# value is still constrained to a JSON string.
+import json as _json, llama_cpp.llama_grammar as _grammar
+def _drop_patterns(node):
+    if isinstance(node, dict):
+        return {k: _drop_patterns(v) for k, v in node.items()
+                if not (k == "pattern" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_drop_patterns(v) for v in node]
+    return node
+_from_json_schema = _grammar.LlamaGrammar.from_json_schema.__func__
+def _from_json_schema_without_patterns(cls, json_schema, verbose=True):
+    try:
+        json_schema = _json.dumps(_drop_patterns(_json.loads(json_schema)))
+    except ValueError:
+        pass
+    return _from_json_schema(cls, json_schema, verbose=verbose)
+_grammar.LlamaGrammar.from_json_schema = classmethod(_from_json_schema_without_patterns)
 if cap > 0:
     # chatml-function-calling generates tool arguments with max_tokens=None (unbounded):
     # a small model can run away for minutes inside one string, and the single-threaded
