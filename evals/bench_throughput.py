@@ -18,13 +18,14 @@ from typing import Any
 
 from evals.relytoolbench.agent import AgentFormat, Episode, system_prompt
 from evals.relytoolbench.data import GROUPS, SUBSETS, Group, RtbCase, load_relytoolbench
-from evals.relytoolbench.run import episode_settings, generate, release_connections
+from evals.relytoolbench.run import episode_settings, generate
 from evals.relytoolbench.simulator import ApiSimulator
 from evals.runner import (
     Endpoint,
     GenerationCache,
     open_endpoint,
     print_table,
+    release_connections,
     side_by_side_table,
     write_json,
 )

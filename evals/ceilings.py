@@ -24,10 +24,11 @@ deterministic pre-check.
   the false-abstain rates of simple_python, multiple, live_simple and live_multiple.
 - *Missing information*: Missing Parameter F1 (pooled with Original, as the report scores
   it) against Original's false-abstain rate, for the ``vague`` and ``unstated`` policies of
-  :mod:`toolguard.precheck.rules` and a third, ``typed``: ask when the request states no
-  value and the best-fitting tool has a required parameter that looks like a user fact
-  (an id, name, place, ... by name, or with a digit in its ToolBench example value), has no
-  ``enum``, and whose example value shares no word with the request.
+  :mod:`toolguard.precheck.rules` and a third, ``typed`` (on top of the default
+  decisions): also ask when the request states no value and the best-fitting tool has a
+  required parameter that looks like a user fact (an id, name, place, ... by name, or with a
+  digit in its ToolBench example value), has no ``enum``, and whose example value shares no
+  word with the request.
 
 Usage: ``python -m evals.ceilings familytool --data-dir ../shared/data/familytool`` and
 ``python -m evals.ceilings abstain`` (needs ``bfcl-eval`` and, for the rescue curve, the

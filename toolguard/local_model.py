@@ -281,6 +281,12 @@ class LocalModelServer:
     and one whose parent is killed outright stops itself (a watchdog thread in the server
     watches a pipe from the parent).
 
+    Two llama-cpp-python defects are patched inside the server process (with the default
+    ``server_command``): chat templates render unescaped (upstream autoescapes them, so the
+    model would read ``&#34;`` for ``"``), and string ``pattern``s are dropped from tool
+    schemas before grammars are built (upstream writes invalid GBNF for a date regex such as
+    FamilyTool's, and the server process dies on that request).
+
     Args:
         model: Bundled model name or GGUF path, resolved by :func:`find_gguf` at once.
         n_ctx: Context window in tokens (prompt + completion).  Every bound tool's JSON
