@@ -121,7 +121,7 @@ def rescue_curve(cases: Sequence[Case], thresholds: Sequence[float] = THRESHOLDS
         rows.append((c.subset, c.expected != "proceed", d.decision != "proceed", cos))
     out = []
     for th in (None, *thresholds):
-        pred = [(s, g, p and not (th is not None and p and cos >= th))
+        pred = [(s, g, p and not (th is not None and cos >= th))
                 for s, g, p, cos in rows]
         by: dict[str, list[tuple[bool, bool]]] = {}
         for s, g, p in pred:
