@@ -44,7 +44,7 @@ from typing import Annotated, Any
 
 import typer
 
-from evals.abstain import Case, load_cases
+from evals.abstain import Case, _binary, load_cases
 from evals.familytool import Record, load
 from toolguard.kg.lexicon import ATTRIBUTE_SYNONYMS, GENERIC_WORDS
 from toolguard.kg.resolver import DeterministicPathGenerator, _stem, relation_stem
@@ -89,11 +89,8 @@ def familytool_evidence(records: Sequence[Record]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- abstain
 def _f1(pairs: Iterable[tuple[bool, bool]]) -> float:
-    pairs = list(pairs)
-    tp = sum(g and p for g, p in pairs)
-    fp = sum(p and not g for g, p in pairs)
-    fn = sum(g and not p for g, p in pairs)
-    return round(200 * tp / (2 * tp + fp + fn), 1) if tp else 0.0
+    """F1 % of the abstain class, as :mod:`evals.abstain` scores it (0.0 without positives)."""
+    return _binary(list(pairs))[1] or 0.0
 
 
 def _abstain_rate(preds: Sequence[bool]) -> float:
