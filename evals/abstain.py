@@ -47,6 +47,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from evals.relytoolbench import data as rtb_data
+from evals.runner import check_failures
 from toolguard.context import message_text
 from toolguard.precheck import (
     LLM_MODES,
@@ -239,19 +240,22 @@ def implicit_label(answer: BaseMessage) -> PrecheckLabel:
     return "ask_user" if "?" in message_text(answer) else "no_suitable_tool"
 
 
-def implicit_decide(model: BaseChatModel, case: Case) -> PrecheckLabel:
+def implicit_decide(model: BaseChatModel, case: Case) -> tuple[PrecheckLabel, str | None]:
     """Run the agent model with the case's tools bound; a tool call is ``proceed``.
 
-    A model error counts as ``proceed`` (no abstention was shown).
+    Returns:
+        The label and ``None``, or ``("proceed", error)`` when the model call raised (no
+        abstention was shown; the run counts the case as failed, see
+        :func:`evals.runner.check_failures`).
     """
     msgs = list(case.messages)
     if not any(isinstance(m, SystemMessage) for m in msgs):
         msgs = [SystemMessage(IMPLICIT_SYSTEM), *msgs]
     try:
         answer = model.bind_tools([_openai_tool(t) for t in case.tools]).invoke(msgs)
-    except Exception:  # an endpoint error is no abstention
-        return "proceed"
-    return implicit_label(answer)
+    except Exception as exc:  # an endpoint error is no abstention; reported as a failure
+        return "proceed", f"{type(exc).__name__}: {exc}"
+    return implicit_label(answer), None
 
 
 def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
@@ -260,8 +264,9 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run the pre-check (or the implicit evaluation) on every case and score it.
 
-    Adds ``latency_ms_p50`` (per case) and, for LLM modes, ``llm`` = ``{"calls",
-    "retries", "fallbacks"}``.
+    Adds ``latency_ms_p50`` (per case), ``endpoint_errors`` (``case id -> error`` for the
+    cases whose model call raised; they are scored with the fallback / ``proceed``) and, for
+    LLM modes, ``llm`` = ``{"calls", "retries", "fallbacks"}``.
 
     Raises:
         ValueError: For an unknown mode, or an LLM/implicit mode without ``model``.
@@ -273,21 +278,28 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
     preds: list[PrecheckLabel] = []
     times: list[float] = []
     decisions: list[PrecheckDecision] = []
+    failed: dict[str, str] = {}
     for i, c in enumerate(cases):
         t0 = time.perf_counter()
         if mode == "implicit":
             assert model is not None
-            preds.append(implicit_decide(model, c))
+            label, error = implicit_decide(model, c)
+            preds.append(label)
+            if error is not None:
+                failed[c.id] = error
         else:
             pre = Precheck(c.tools, mode=mode, model=model, relevance=relevance,
                            missing_info=missing_info)
             d = pre.decide(c.messages)
             decisions.append(d)
             preds.append(d.decision)
+            if d.model_error is not None:
+                failed[c.id] = d.model_error
         times.append(1000 * (time.perf_counter() - t0))
         if progress is not None:
             progress(i + 1, len(cases))
     report = score(cases, preds, mode=mode)
+    report["endpoint_errors"] = failed
     times.sort()
     report["latency_ms_p50"] = round(times[len(times) // 2], 3) if times else None
     if mode in LLM_MODES:
@@ -352,6 +364,8 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if mode != "deterministic":
+        check_failures(report["endpoint_errors"], len(cases), what="cases")
     return report
 
 

@@ -23,6 +23,7 @@ from evals.relytoolbench.simulator import ApiSimulator
 from evals.runner import (
     Endpoint,
     GenerationCache,
+    check_failures,
     open_endpoint,
     print_table,
     release_connections,
@@ -93,6 +94,7 @@ def bench_throughput(
                 "requests_per_second": round(requests / result.seconds, 3)
                 if result.seconds > 0 else 0.0,
                 "failed": len(result.failed),
+                "errors": result.failed,
             })
             print(f"concurrency {level}: {rows[-1]}", flush=True)
         await release_connections(chat)
@@ -124,4 +126,7 @@ def main(*, base_url: str | None = None, model: str | None = None,
         columns=[f"c={r['concurrency']}" for r in report["levels"]], digits=3))
     print(f"server start-up {report['server_startup_seconds']} s")
     write_json(json_path, report)
+    for r in report["levels"]:
+        check_failures(r["errors"], report["slice"]["cases"],
+                       what=f"cases at concurrency {r['concurrency']}")
     return report

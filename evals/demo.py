@@ -719,7 +719,7 @@ def _run_turn(
             return out
         if raise_errors:
             raise
-        out.error = repr(exc)[:500]
+        out.error = f"{type(exc).__name__}: {exc}"[:6000]
     return out
 
 
@@ -1262,6 +1262,22 @@ def print_report(result: Mapping[str, Any], *, console: Any = None) -> None:
     console.print("* content uses toolguard's own deterministic ContentDetector rules as oracle.")
 
 
+def check_demo(result: Mapping[str, Any]) -> None:
+    """Raise :class:`~evals.runner.EvalRunError` when a mode's episodes failed.
+
+    An episode fails when the graph or the model endpoint raised (not on a step limit or a
+    runaway generation's timeout); see :func:`evals.runner.check_failures` for the share.
+    """
+    from evals.runner import check_failures
+
+    for mode, summary in result.items():
+        if mode == "config":
+            continue
+        episodes = summary.get("per_episode") or []
+        failed = {str(ep["id"]): str(ep["error"]) for ep in episodes if ep.get("error")}
+        check_failures(failed, len(episodes), what=f"{mode} episodes")
+
+
 # ============================================================================ CLI
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """``python -m evals.demo``: run the demo with an OpenAI-compatible server or ``--gold``."""
@@ -1306,6 +1322,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    check_demo(result)
     return result
 
 

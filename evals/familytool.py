@@ -265,7 +265,11 @@ def tool_use_metrics(model: Any, records: Sequence[Record], requests: Sequence[s
 
 # ----------------------------------------------------------------------------- runs
 def _is_client_error(exc: Exception) -> bool:
-    return type(exc).__module__.split(".")[0] in ("openai", "httpx", "langchain_openai")
+    """An endpoint failure (openai/httpx errors, or the embedded server died)."""
+    from toolguard.local_model import LocalModelError
+
+    return isinstance(exc, LocalModelError) or type(exc).__module__.split(".")[0] in (
+        "openai", "httpx", "langchain_openai")
 
 
 def _generate_or_empty(llm: Any, query: str, errors: list[str] | None = None) -> str:
@@ -383,4 +387,10 @@ def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | Non
         out = Path(json_path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if generator == "llm" or tool_use:
+        from evals.runner import check_failures
+
+        for part, errs in errors.items():
+            check_failures({f"{part} request {i + 1}": e for i, e in enumerate(errs)},
+                           len(records), what=f"{part.replace('_', ' ')} requests")
     return report

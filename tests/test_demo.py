@@ -251,3 +251,18 @@ def test_a_failing_model_ends_the_episode_not_the_demo(base: Any) -> None:
     with pytest.raises(IndexError):
         demo.run_demo(lambda episode: ScriptedChatModel(script=[first]), episodes=[base],
                       progress=False, raise_errors=True)
+
+
+def test_demo_exits_non_zero_with_the_reason_when_the_endpoint_is_dead() -> None:
+    require_bfcl()
+    from typer.testing import CliRunner
+
+    from toolguard.cli import app
+    from toolguard.local_model import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    result = CliRunner().invoke(app, ["demo", "--episodes", "1", "--base-url", dead,
+                                      "--model", "m", "--request-timeout", "2"])
+    assert result.exit_code == 1, result.output
+    assert "toolguard demo: failed: all 1 unguarded episodes failed" in result.stderr
+    assert "Connection error" in result.stderr  # the first error, as the endpoint said it

@@ -25,3 +25,21 @@ def test_example_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "plain    tool executions: ['Paris', 'Paris', 'Berlin']" in out
     assert "guarded  tool executions: ['Paris']" in out
+
+
+def test_ci_runs_the_readme_test_command_with_the_local_model_required() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    blocks = re.findall(r"```bash\n(.*?)```", (root / "README.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    test_command = blocks[1].strip()
+    ci = (root / ".ci" / "run").read_text()
+    assert test_command in ci.splitlines()  # the README's command, verbatim
+    assert "export TOOLGUARD_REQUIRE_LOCAL_MODEL=1" in ci
+    for command in blocks[:2]:  # both set-up commands build llama.cpp portably, pinned
+        assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in command
+        assert command.count("-c constraints.txt") == 2
+    pins = (root / "constraints.txt").read_text()
+    assert re.search(r"^llama_cpp_python==0\.3\.36$", pins, re.M)

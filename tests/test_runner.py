@@ -11,8 +11,10 @@ import pytest
 
 from evals.runner import (
     Endpoint,
+    EvalRunError,
     GenerationCache,
     cache_key,
+    check_failures,
     latency_summary,
     plot_variants,
     quantile,
@@ -176,3 +178,31 @@ def test_latency_summary_rounds_p50_p99_mean() -> None:
     out = latency_summary([0.1234, 0.2, 10.0], digits=2)
     assert out == {"p50": 0.2, "p99": 10.0, "mean": 3.44}
     assert latency_summary([]) == {"p50": 0.0, "p99": 0.0, "mean": 0.0}
+
+
+# -- failure policy -------------------------------------------------------------------
+
+
+def test_check_failures_passes_a_run_within_the_allowed_share() -> None:
+    check_failures({}, 10)
+    check_failures({"c1": "boom"}, 10)  # 10 % is allowed
+
+
+@pytest.mark.parametrize(("failed", "total", "message"), [
+    ({f"c{i}": "ConnectionError: refused" for i in range(3)}, 3,
+     r"(?s)all 3 cases failed.*first error \(c0\): ConnectionError: refused"),
+    ({"c1": "x", "c2": "y"}, 10, r"2 of 10 cases failed \(20%, more than the allowed 10%\)"),
+    ({}, 0, "no cases to run"),
+])
+def test_check_failures_raises_with_the_first_error(
+        failed: dict[str, str], total: int, message: str) -> None:
+    with pytest.raises(EvalRunError, match=message):
+        check_failures(failed, total)
+
+
+def test_check_failures_validates_its_bounds() -> None:
+    with pytest.raises(ValueError, match=r"max_failed_share must be in \[0, 1\]"):
+        check_failures({}, 1, max_failed_share=1.5)
+    with pytest.raises(ValueError, match="total must be >= 0"):
+        check_failures({}, -1)
+    check_failures({"a": "x"}, 2, max_failed_share=0.5)  # a stated, larger share

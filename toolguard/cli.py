@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +30,24 @@ eval_app = typer.Typer(no_args_is_help=True, help="Reproducible evaluations.")
 bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (print numbers).")
 app.add_typer(eval_app, name="eval")
 app.add_typer(bench_app, name="bench")
+
+
+@contextmanager
+def _model_run(command: str) -> Iterator[None]:
+    """Exit 1 with the reason when a command that runs a model has nothing to report.
+
+    ``EvalRunError`` (every case failed, or more than the allowed share) and
+    ``LocalModelError`` (the embedded server did not start, crashed, or died) are printed
+    to stderr with their first error and log tail, never as a table of zeros with exit 0.
+    """
+    from evals.runner import EvalRunError
+    from toolguard.local_model import LocalModelError
+
+    try:
+        yield
+    except (EvalRunError, LocalModelError) as exc:
+        typer.echo(f"toolguard {command}: failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 @app.command("demo")
@@ -58,22 +78,24 @@ def demo(
     """Run a real model as an agent on BFCL v4 multi-turn tasks, unguarded vs guarded."""
     import json
 
-    from evals.demo import print_report, run_demo
+    from evals.demo import check_demo, print_report, run_demo
     from toolguard.local_model import LocalModelServer, chat_model_for
 
     def run(chat: object) -> dict[str, object]:
         return run_demo(chat, episodes=episodes, seed=seed,  # type: ignore[arg-type]
                         trace_path=trace, faults=faults, max_steps=max_steps)
 
-    if base_url:
-        result = run(chat_model_for(base_url, model, timeout=request_timeout))
-    else:
-        with LocalModelServer(model or "smollm2") as server:
-            result = run(server.chat_model(timeout=request_timeout))
-    print_report(result)
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    with _model_run("demo"):
+        if base_url:
+            result = run(chat_model_for(base_url, model, timeout=request_timeout))
+        else:
+            with LocalModelServer(model or "smollm2") as server:
+                result = run(server.chat_model(timeout=request_timeout))
+        print_report(result)
+        if json_path:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+        check_demo(result)
 
 
 @app.command("serve")
@@ -207,19 +229,20 @@ def eval_abstain(
         return
     from toolguard.local_model import LocalModelServer, chat_model_for
 
-    # pre-check prompts bind no tools: send no tool_choice (llama.cpp would ignore tools)
-    if base_url:
-        chat = chat_model_for(base_url, model, timeout=request_timeout, max_retries=1)
-        main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
-        return
-    # explicit modes bind no tools: plain ChatML (chatml-function-calling ignores tools
-    # without tool_choice); implicit mode needs function calling
-    implicit = mode == "implicit"
-    chat_format = "chatml-function-calling" if implicit else "chatml"
-    with LocalModelServer(model or "smollm2", chat_format=chat_format) as server:
-        chat = server.chat_model(timeout=request_timeout, max_tokens=256,
-                                 tool_choice="auto" if implicit else None)
-        main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
+    with _model_run("eval abstain"):
+        # pre-check prompts bind no tools: send no tool_choice (llama.cpp would ignore tools)
+        if base_url:
+            chat = chat_model_for(base_url, model, timeout=request_timeout, max_retries=1)
+            main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
+            return
+        # explicit modes bind no tools: plain ChatML (chatml-function-calling ignores tools
+        # without tool_choice); implicit mode needs function calling
+        implicit = mode == "implicit"
+        chat_format = "chatml-function-calling" if implicit else "chatml"
+        with LocalModelServer(model or "smollm2", chat_format=chat_format) as server:
+            chat = server.chat_model(timeout=request_timeout, max_tokens=256,
+                                     tool_choice="auto" if implicit else None)
+            main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
 
 
 @eval_app.command("familytool")
@@ -256,9 +279,10 @@ def eval_familytool(
             "subset: b|e|NAME, extraction: exact|gs|rr, generator: deterministic|llm|golden")
     if (limit is not None and limit < 1) or top_k < 1:
         raise typer.BadParameter("--limit and --top-k must be >= 1")
-    main(data_dir, subset, str(json_path) if json_path else None,
-         extraction=extraction, generator=generator,  # type: ignore[arg-type]
-         base_url=base_url, model_name=model, tool_use=tool_use, limit=limit, top_k=top_k)
+    with _model_run("eval familytool"):
+        main(data_dir, subset, str(json_path) if json_path else None,
+             extraction=extraction, generator=generator,  # type: ignore[arg-type]
+             base_url=base_url, model_name=model, tool_use=tool_use, limit=limit, top_k=top_k)
 
 
 @bench_app.command("kg")
@@ -322,9 +346,11 @@ def eval_critictool(
         raise typer.BadParameter("level: base|evol; similarity: auto|mpnet|minilm|rapidfuzz")
     endpoint = Endpoint(base_url=base_url, model=model, max_tokens=max_tokens,
                         timeout=request_timeout)
-    main(endpoint=endpoint, data_dir=data_dir, level=level, cot=cot,  # type: ignore[arg-type]
-         limit=limit, seed=seed, concurrency=concurrency, cache=cache, json_path=json_path,
-         plot=plot, similarity=similarity, max_tools=max_tools)  # type: ignore[arg-type]
+    with _model_run("eval critictool"):
+        main(endpoint=endpoint, data_dir=data_dir, level=level,  # type: ignore[arg-type]
+             cot=cot, limit=limit, seed=seed, concurrency=concurrency, cache=cache,
+             json_path=json_path, plot=plot, similarity=similarity,  # type: ignore[arg-type]
+             max_tools=max_tools)
 
 
 @eval_app.command("relytoolbench")
@@ -373,12 +399,13 @@ def eval_relytoolbench(
     groups = tuple(group) if group else GROUPS
     if any(g not in GROUPS for g in groups):
         raise typer.BadParameter(f"--group must be one of {GROUPS}")
-    main(base_url=base_url, model=model, judge_base_url=judge_base_url,
-         judge_model=judge_model, concurrency=concurrency, limit=limit,
-         fmt=fmt, max_steps=max_steps, cache=cache,  # type: ignore[arg-type]
-         json_path=json_path, plot_path=plot, score_only=score_only,
-         groups=groups, ids=case_id, timeout=request_timeout,  # type: ignore[arg-type]
-         max_tokens=max_tokens)
+    with _model_run("eval relytoolbench"):
+        main(base_url=base_url, model=model, judge_base_url=judge_base_url,
+             judge_model=judge_model, concurrency=concurrency, limit=limit,
+             fmt=fmt, max_steps=max_steps, cache=cache,  # type: ignore[arg-type]
+             json_path=json_path, plot_path=plot, score_only=score_only,
+             groups=groups, ids=case_id, timeout=request_timeout,  # type: ignore[arg-type]
+             max_tokens=max_tokens)
 
 
 @bench_app.command("throughput")
@@ -402,9 +429,10 @@ def bench_throughput(
     """Print RelyToolBench cases per second against concurrency."""
     from evals.bench_throughput import main
 
-    main(base_url=base_url, model=model, levels=tuple(level) if level else (1, 2, 4),
-         per_subset=per_subset, max_steps=max_steps, max_tokens=max_tokens,
-         json_path=json_path)
+    with _model_run("bench throughput"):
+        main(base_url=base_url, model=model, levels=tuple(level) if level else (1, 2, 4),
+             per_subset=per_subset, max_steps=max_steps, max_tokens=max_tokens,
+             json_path=json_path)
 
 
 @bench_app.command("overhead")

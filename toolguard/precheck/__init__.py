@@ -115,6 +115,9 @@ class PrecheckDecision(BaseModel):
         scores: Deterministic mode: per tool, its relevance score (``2 * name words +
             description words`` shared with the request).
         raw: The model's last raw answer (cut to 2000 characters).
+        model_error: The exception of the model call (``repr``, cut to 500 characters)
+            when an LLM mode could not reach its model and ``fallback`` decided; ``None``
+            otherwise (a malformed answer is not a model error).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -129,6 +132,7 @@ class PrecheckDecision(BaseModel):
     fallback: bool = False
     scores: dict[str, float] = Field(default_factory=dict)
     raw: str = ""
+    model_error: str | None = None
 
     @property
     def abstain(self) -> bool:
@@ -512,7 +516,8 @@ class Precheck:
             reply = yield prompt
             if isinstance(reply, Exception):
                 errors.append(f"model call failed: {reply!r}"[:300])
-                return self._fallback(msgs, attempt, errors, raw)
+                return self._fallback(msgs, attempt, errors, raw).model_copy(
+                    update={"model_error": repr(reply)[:500]})
             raw = reply
             try:
                 answer = parse_answer(raw, mode)
