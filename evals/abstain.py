@@ -46,8 +46,6 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from evals.relytoolbench import data as rtb_data
-from evals.runner import check_failures
 from toolguard.context import message_text
 from toolguard.precheck import (
     LLM_MODES,
@@ -60,6 +58,8 @@ from toolguard.precheck import (
 )
 from toolguard.precheck.rules import MissingInfoPolicy, RelevanceBackend
 from toolguard.specs import ToolSpec
+from toolguard_evals.relytoolbench import data as rtb_data
+from toolguard_evals.runner import check_failures
 
 Dataset = Literal["relytoolbench", "bfcl"]
 EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit"]
@@ -126,7 +126,7 @@ def load_relytoolbench(data_dir: str | Path | None = None, *,
 
 def load_bfcl(*, limit: int | None = None, multi_turn: bool = True) -> list[Case]:
     """BFCL v4 cases (needs ``bfcl-eval``; ``limit``: records/episodes per category)."""
-    from evals.bfcl import load_category
+    from toolguard_evals.bfcl import load_category
 
     cases: list[Case] = []
     for cat, label in _BFCL_SUBSETS.items():
@@ -147,7 +147,7 @@ def load_multi_turn_cases(category: str, *, limit: int | None = None) -> list[Ca
     Raises:
         ValueError: For another category.
     """
-    from evals.bfcl import BFCLEnvironment, load_multi_turn
+    from toolguard_evals.bfcl import BFCLEnvironment, load_multi_turn
 
     if category not in _BFCL_MULTI_TURN:
         raise ValueError(f"unknown multi-turn abstain category {category!r}; expected one of "
@@ -246,7 +246,7 @@ def implicit_decide(model: BaseChatModel, case: Case) -> tuple[PrecheckLabel, st
     Returns:
         The label and ``None``, or ``("proceed", error)`` when the model call raised (no
         abstention was shown; the run counts the case as failed, see
-        :func:`evals.runner.check_failures`).
+        :func:`toolguard_evals.runner.check_failures`).
     """
     msgs = list(case.messages)
     if not any(isinstance(m, SystemMessage) for m in msgs):

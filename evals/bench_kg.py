@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.runner import quantile
 from toolguard.kg import DeterministicPathGenerator, KnowledgeGraph
+from toolguard_evals.runner import quantile
 
 ATTRS = ("prefer_city", "prefer_dining_location", "prefer_hotel_location", "prefer_song",
          "prefer_travel_city", "prefer_dinnertime", "prefer_airline", "favourite_restaurant",

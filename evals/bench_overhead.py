@@ -7,7 +7,7 @@ Prints, from one run:
 - p50 of one graph step executing a no-op tool through a plain ``ToolNode`` and through
   ``GuardNode`` + ``ToolNode``, and their ratio (guarded / plain).
 
-Run: ``toolguard bench overhead`` (or ``python -m evals.bench_overhead``).
+Run: ``toolguard bench overhead`` (or ``python -m toolguard_evals.bench_overhead``).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from langgraph.prebuilt import ToolNode
 from rich.console import Console
 from rich.table import Table
 
-from evals.runner import quantile
 from toolguard import Guard, GuardNode
+from toolguard_evals.runner import quantile
 
 
 def _cases(limit: int) -> list[tuple[list[Any], list[BaseMessage]]]:
     try:
-        from evals.bfcl import gold_calls, load_category
+        from toolguard_evals.bfcl import gold_calls, load_category
     except ImportError:
         load_category = None  # type: ignore[assignment]
     out: list[tuple[list[Any], list[BaseMessage]]] = []

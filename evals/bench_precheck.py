@@ -1,6 +1,6 @@
 """Latency of the deterministic pre-check per case, over real RelyToolBench and BFCL cases.
 
-For every case of the abstain evaluation (:mod:`evals.abstain`) the time of
+For every case of the abstain evaluation (:mod:`toolguard_evals.abstain`) the time of
 ``Precheck(tools).decide(messages)`` is measured with ``time.perf_counter`` (milliseconds):
 ``build`` includes constructing the :class:`~toolguard.precheck.Precheck` (what a graph node
 built per request pays), ``decide`` reuses one built per case (what
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.abstain import Case, load_cases
-from evals.runner import latency_summary
 from toolguard.precheck import Precheck
+from toolguard_evals.abstain import Case, load_cases
+from toolguard_evals.runner import latency_summary
 
 
 def time_cases(cases: Sequence[Case], *, repeats: int = 3) -> dict[str, Any]:

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.relytoolbench.agent import AgentFormat, Episode, system_prompt
-from evals.relytoolbench.data import GROUPS, SUBSETS, Group, RtbCase, load_relytoolbench
-from evals.relytoolbench.run import episode_settings, generate
-from evals.relytoolbench.simulator import ApiSimulator
-from evals.runner import (
+from toolguard_evals.relytoolbench.agent import AgentFormat, Episode, system_prompt
+from toolguard_evals.relytoolbench.data import GROUPS, SUBSETS, Group, RtbCase, load_relytoolbench
+from toolguard_evals.relytoolbench.run import episode_settings, generate
+from toolguard_evals.relytoolbench.simulator import ApiSimulator
+from toolguard_evals.runner import (
     Endpoint,
     GenerationCache,
     check_failures,

@@ -14,7 +14,7 @@ so the share bounds both from above (a loose bound: evidence is not the same as 
 choice, e.g. "concerts in the city my son prefers" is labelled ``prefer_concerts_in`` while
 ``prefer_city`` matches as well).
 
-``abstain`` (RelyToolBench + BFCL v4, :mod:`evals.abstain`): two trade-off curves of the
+``abstain`` (RelyToolBench + BFCL v4, :mod:`toolguard_evals.abstain`): two trade-off curves of the
 deterministic pre-check.
 
 - *Embedding rescue*: the lexical relevance step says ``no_suitable_tool``; the request's
@@ -30,8 +30,8 @@ deterministic pre-check.
   digit in its ToolBench example value), has no ``enum``, and whose example value shares no
   word with the request.
 
-Usage: ``python -m evals.ceilings familytool --data-dir ../shared/data/familytool`` and
-``python -m evals.ceilings abstain`` (needs ``bfcl-eval`` and, for the rescue curve, the
+Usage: ``python -m toolguard_evals.ceilings familytool --data-dir ../shared/data/familytool`` and
+``python -m toolguard_evals.ceilings abstain`` (needs ``bfcl-eval`` and, for the rescue curve, the
 ``embed`` extra).
 """
 
@@ -44,13 +44,13 @@ from typing import Annotated, Any
 
 import typer
 
-from evals.abstain import Case, _binary, load_cases
-from evals.familytool import Record, load
 from toolguard.kg.lexicon import ATTRIBUTE_SYNONYMS, GENERIC_WORDS
 from toolguard.kg.resolver import DeterministicPathGenerator, _stem, relation_stem
 from toolguard.precheck import Precheck, current_request
 from toolguard.precheck.rules import _FACT_PARAM, stated_values
 from toolguard.text import content_stems, split_identifier
+from toolguard_evals.abstain import Case, _binary, load_cases
+from toolguard_evals.familytool import Record, load
 
 _FILLERS = frozenset({"in", "to", "with", "of", "by", "for", "at", "on"})
 _VALUE = re.compile(r"_\d{4}$")  # FamilyTool attribute values: travel_city_0000
@@ -89,7 +89,7 @@ def familytool_evidence(records: Sequence[Record]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- abstain
 def _f1(pairs: Iterable[tuple[bool, bool]]) -> float:
-    """F1 % of the abstain class, as :mod:`evals.abstain` scores it (0.0 without positives)."""
+    """F1 % of the abstain class as :mod:`.abstain` scores it (0.0 without positives)."""
     return _binary(list(pairs))[1] or 0.0
 
 

@@ -1,12 +1,12 @@
 """Agent demo: one chat model on BFCL v4 multi-turn episodes, unguarded vs guarded.
 
-The same model and the same episodes run through two graphs from :mod:`graphs.agent`:
-``unguarded`` (:func:`~graphs.agent.create_plain_agent`, the ReAct loop) and ``guarded``
-(:func:`~graphs.agent.create_guarded_agent`, the loop with a
+The same model and the same episodes run through two graphs from :mod:`toolguard_graphs.agent`:
+``unguarded`` (:func:`~toolguard_graphs.agent.create_plain_agent`, the ReAct loop) and ``guarded``
+(:func:`~toolguard_graphs.agent.create_guarded_agent`, the loop with a
 :class:`~toolguard.node.GuardNode` before the tools and, by its default, a
 :class:`~toolguard.controller.RetryController` around them); other modes can be passed to
 :func:`run_demo`.  Each episode runs in BFCL's own
-executable environment (:class:`evals.bfcl.BFCLEnvironment`), turn by turn, as BFCL's
+executable environment (:class:`toolguard_evals.bfcl.BFCLEnvironment`), turn by turn, as BFCL's
 ``base_handler.inference_multi_turn_FC`` does (docs/DATA.md §1):
 
 - every user turn appends its messages and runs the graph until the model answers in text,
@@ -20,7 +20,7 @@ executable environment (:class:`evals.bfcl.BFCLEnvironment`), turn by turn, as B
 The graph is streamed (``stream_mode="values"``) rather than invoked, so a turn cut by the
 step limit, the recursion limit or a model error keeps the messages it produced.  With
 ``faults=True`` the first state-changing tool of each episode fails 1-2 times or for good
-(timeout, HTTP 429 with ``Retry-After``, 403; :mod:`evals.faults`' exception types), the
+(timeout, HTTP 429 with ``Retry-After``, 403; :mod:`toolguard_evals.faults`' exception types), the
 same way in every mode.
 
 Metrics per mode (see :func:`run_demo`) count what *reached* a tool, labelled by oracles
@@ -30,7 +30,7 @@ toolguard's deterministic :class:`~toolguard.detectors.ContentDetector` rules.  
 environment state is compared with a replay of BFCL's gold calls (public attributes, as
 ``multi_turn_checker._compare_instances``).
 
-Run ``python -m evals.demo --base-url http://127.0.0.1:8080/v1 --model local`` for an
+Run ``python -m toolguard_evals.demo --base-url http://127.0.0.1:8080/v1 --model local`` for an
 OpenAI-compatible server, or ``--gold`` for a scripted model replaying the gold calls (a
 smoke test of the harness).  Needs ``pip install --no-deps bfcl-eval==2026.3.23`` and
 ``mpmath``.
@@ -67,8 +67,11 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.errors import GraphBubbleUp, GraphRecursionError
 
-from evals import bfcl
-from evals.faults import (
+from toolguard import ContentDetector, ToolSpec
+from toolguard.context import build_context, canonical_args
+from toolguard.specs import Effects, gorilla_to_json_schema
+from toolguard_evals import bfcl
+from toolguard_evals.faults import (
     FAULT_KINDS,
     FaultKind,
     InjectedFault,
@@ -76,10 +79,7 @@ from evals.faults import (
     InjectedTimeout,
     make_fault,
 )
-from graphs import create_guarded_agent, create_plain_agent
-from toolguard import ContentDetector, ToolSpec
-from toolguard.context import build_context, canonical_args
-from toolguard.specs import Effects, gorilla_to_json_schema
+from toolguard_graphs import create_guarded_agent, create_plain_agent
 
 __all__ = [
     "CONTROLLER_KEY",
@@ -370,7 +370,7 @@ def _turn_messages(episode: bfcl.MultiTurnEpisode, turn: int) -> list[BaseMessag
 DEMO_FAULT_KINDS: Final[tuple[FaultKind, ...]] = (
     "transient_timeout", "transient_429", "permanent_403")
 """Faults :func:`plan_fault` draws from by default (any of
-:data:`evals.faults.FAULT_KINDS` may be asked for)."""
+:data:`toolguard_evals.faults.FAULT_KINDS` may be asked for)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,14 +379,14 @@ class FaultPlan:
 
     The first state-changing (``write``) tool the agent executes in the episode is the
     target; its first ``failures`` executions fail (every one when ``failures`` is ``None``:
-    ``permanent_403``).  The exceptions are :mod:`evals.faults`' (``InjectedTimeout``, a
+    ``permanent_403``).  The exceptions are :mod:`toolguard_evals.faults`' (``InjectedTimeout``, a
     ``TimeoutError``; ``InjectedHTTPError`` with ``status_code`` and ``headers``, e.g.
-    ``Retry-After``), built by :func:`evals.faults.make_fault`.  Faults leave the
+    ``Retry-After``), built by :func:`toolguard_evals.faults.make_fault`.  Faults leave the
     environment untouched, except ``ambiguous_timeout``, which executes the call and then
     raises the timeout.
 
     Attributes:
-        kind: One of :data:`evals.faults.FAULT_KINDS`.
+        kind: One of :data:`toolguard_evals.faults.FAULT_KINDS`.
         failures: Failing executions of the target tool (1-2), or ``None`` for permanent.
     """
 
@@ -749,7 +749,8 @@ def run_episode(
 
     Args:
         episode: The episode.
-        graph_factory: ``(model, tools) -> graph``, e.g. :func:`~graphs.create_plain_agent`.
+        graph_factory: ``(model, tools) -> graph``, e.g.
+        :func:`~toolguard_graphs.create_plain_agent`.
         model: The chat model.
         mode: Name recorded in the run.
         max_steps: Model calls per turn (BFCL's ``MAXIMUM_STEP_LIMIT`` is 20).
@@ -1263,12 +1264,12 @@ def print_report(result: Mapping[str, Any], *, console: Any = None) -> None:
 
 
 def check_demo(result: Mapping[str, Any]) -> None:
-    """Raise :class:`~evals.runner.EvalRunError` when a mode's episodes failed.
+    """Raise :class:`~toolguard_evals.runner.EvalRunError` when a mode's episodes failed.
 
     An episode fails when the graph or the model endpoint raised (not on a step limit or a
-    runaway generation's timeout); see :func:`evals.runner.check_failures` for the share.
+    runaway generation's timeout); see :func:`toolguard_evals.runner.check_failures` for the share.
     """
-    from evals.runner import check_failures
+    from toolguard_evals.runner import check_failures
 
     for mode, summary in result.items():
         if mode == "config":
@@ -1280,9 +1281,10 @@ def check_demo(result: Mapping[str, Any]) -> None:
 
 # ============================================================================ CLI
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """``python -m evals.demo``: run the demo with an OpenAI-compatible server or ``--gold``."""
-    parser = argparse.ArgumentParser(prog="python -m evals.demo", description=__doc__.split(
-        "\n", 1)[0] if __doc__ else None)
+    """``python -m toolguard_evals.demo``: the demo on an OpenAI-compatible server or ``--gold``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m toolguard_evals.demo",
+        description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--episodes", type=int, default=4)
     parser.add_argument("--ids", nargs="*", help="episode ids instead of --episodes")
     parser.add_argument("--seed", type=int, default=0)

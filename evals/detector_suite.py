@@ -19,7 +19,7 @@ perturbation        label            what changes in one gold call
 
 Single-turn cases come from ``simple_python``, ``multiple``, ``parallel``, ``live_simple`` and
 ``live_multiple``; multi-turn ones from ``multi_turn_base`` replayed in BFCL's executable
-environments (:mod:`evals.bfcl`).  Everything is drawn from ``random.Random`` seeded with
+environments (:mod:`toolguard_evals.bfcl`).  Everything is drawn from ``random.Random`` seeded with
 ``f"{seed}:{record_id}"``, so a record's cases do not depend on the limits.
 
 :func:`run_suite` scores any ``Guard``-like object; :func:`main` builds, runs, prints a
@@ -55,8 +55,8 @@ from langchain_core.messages import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals import bfcl
 from toolguard.specs import GORILLA_TO_JSON_SCHEMA, ToolSpec
+from toolguard_evals import bfcl
 
 # ============================================================================ labels
 Label = Literal["type", "timing", "format", "content"]
@@ -1007,7 +1007,7 @@ def single_turn_cases(
     """Build the gold case and one case per applicable perturbation of a single-turn record.
 
     Args:
-        record: A record from :func:`evals.bfcl.load_category` (with ``ground_truth``).
+        record: A record from :func:`toolguard_evals.bfcl.load_category` (with ``ground_truth``).
         category: Its category name.
         seed: Suite seed; the record's choices use ``random.Random(f"{seed}:{id}")``.
         perturbations: Which perturbations to try (each gives at most one case).
@@ -1158,7 +1158,7 @@ def build_suite(
 
     Raises:
         ValueError: For a negative limit or an unknown category/perturbation.
-        evals.bfcl.BFCLNotInstalledError: If ``bfcl-eval`` is not installed.
+        toolguard_evals.bfcl.BFCLNotInstalledError: If ``bfcl-eval`` is not installed.
 
     """
     if limit_per_category is not None and limit_per_category < 0:

@@ -266,7 +266,7 @@ def tool_use_metrics(model: Any, records: Sequence[Record], requests: Sequence[s
 # ----------------------------------------------------------------------------- runs
 def _is_client_error(exc: Exception) -> bool:
     """An endpoint failure (openai/httpx errors, or the embedded server died)."""
-    from toolguard.local_model import LocalModelError
+    from toolguard_evals.local_model import LocalModelError
 
     return isinstance(exc, LocalModelError) or type(exc).__module__.split(".")[0] in (
         "openai", "httpx", "langchain_openai")
@@ -340,7 +340,7 @@ def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | Non
     report: dict[str, Any] = {"subset": subset, "generator": generator,
                               "extraction": extraction, "top_k": top_k}
     if generator == "llm" or tool_use:
-        from evals.runner import Endpoint, open_endpoint
+        from toolguard_evals.runner import Endpoint, open_endpoint
 
         with open_endpoint(Endpoint(base_url=base_url, model=model_name,
                                     max_tokens=256, timeout=300)) as model:
@@ -388,7 +388,7 @@ def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | Non
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     if generator == "llm" or tool_use:
-        from evals.runner import check_failures
+        from toolguard_evals.runner import check_failures
 
         for part, errs in errors.items():
             check_failures({f"{part} request {i + 1}": e for i, e in enumerate(errs)},

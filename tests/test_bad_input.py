@@ -9,10 +9,10 @@ from conftest import Recorder, ai_calls, answers_by_id, assert_every_call_answer
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from graphs import create_guarded_agent
 from toolguard import Guard
 from toolguard.context import MAX_ARGS_CHARS
 from toolguard.testing import ScriptedChatModel
+from toolguard_graphs import create_guarded_agent
 
 BIG = "x" * 1_000_000
 FEEDBACK_LIMIT = 20_000  # what a guard should send back to a model, at most, per call

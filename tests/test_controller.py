@@ -30,7 +30,6 @@ from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, ValidationError
 
-from graphs import create_guarded_agent, create_plain_agent
 from toolguard.controller import (
     Classification,
     RetryController,
@@ -41,6 +40,7 @@ from toolguard.controller import (
 )
 from toolguard.middleware import RetryControllerMiddleware
 from toolguard.testing import ScriptedChatModel
+from toolguard_graphs import create_guarded_agent, create_plain_agent
 
 KEY = "toolguard_controller"
 # backoff settings that make every expected wait distinct: retry n (1-based) waits

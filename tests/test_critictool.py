@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from evals.critictool.data import (
+from tests.conftest import require_bfcl
+from toolguard_evals.critictool.data import (
     ANCHOR,
     CriticToolRecord,
     Split,
@@ -29,7 +30,7 @@ from evals.critictool.data import (
     record_from_datum,
     write_file,
 )
-from evals.critictool.scoring import (
+from toolguard_evals.critictool.scoring import (
     WEIGHTS,
     arg_eval,
     finish_thought,
@@ -37,8 +38,11 @@ from evals.critictool.scoring import (
     score_external,
     score_internal,
 )
-from evals.critictool.similarity import get_similarity, mpnet_installed, rapidfuzz_similarity
-from tests.conftest import require_bfcl
+from toolguard_evals.critictool.similarity import (
+    get_similarity,
+    mpnet_installed,
+    rapidfuzz_similarity,
+)
 
 SIM = rapidfuzz_similarity()
 
@@ -305,7 +309,7 @@ def test_hand_checked_external_scores(official: Path) -> None:
 
 def test_overall_weights() -> None:
     assert sum(WEIGHTS.values()) == pytest.approx(1.0)
-    from evals.critictool.scoring import Scores
+    from toolguard_evals.critictool.scoring import Scores
 
     internal = Scores("internal", metrics={"critic": 1.0, "reflect": 0.5, "name": 1.0,
                                            "args": 0.0, "parse_rate": 1.0})
@@ -331,7 +335,7 @@ def test_similarity_backends() -> None:
 @pytest.fixture(scope="module")
 def built() -> dict[Split, list[CriticToolRecord]]:
     require_bfcl()
-    from evals.critictool.build import build_from_bfcl
+    from toolguard_evals.critictool.build import build_from_bfcl
 
     return build_from_bfcl(seed=0, limit=10)
 
@@ -371,7 +375,7 @@ def test_built_set_shape(built: dict[Split, list[CriticToolRecord]]) -> None:
 
 def test_built_set_is_deterministic_and_in_the_official_format(
         built: dict[Split, list[CriticToolRecord]], tmp_path: Path) -> None:
-    from evals.critictool.build import build_from_bfcl
+    from toolguard_evals.critictool.build import build_from_bfcl
 
     again = build_from_bfcl(seed=0, limit=10)
     assert [r.to_datum() for r in again["internal"]] == [r.to_datum() for r in built["internal"]]

@@ -17,8 +17,16 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from typer.testing import CliRunner
 
-from evals.critictool.data import CriticToolRecord, Split, format_load
-from evals.critictool.run import (
+from tests.conftest import (
+    HAS_LOCAL_MODEL,
+    LOCAL_MODEL_MISSING,
+    LOCAL_MODEL_REQUIRED,
+    require_bfcl,
+)
+from toolguard.testing import ScriptedChatModel
+from toolguard_evals.cli import app
+from toolguard_evals.critictool.data import CriticToolRecord, Split, format_load
+from toolguard_evals.critictool.run import (
     Case,
     environment_protocol,
     generate_case,
@@ -28,16 +36,8 @@ from evals.critictool.run import (
     score_outputs,
     table_rows,
 )
-from evals.critictool.similarity import rapidfuzz_similarity
-from evals.runner import GenerationCache, run_cases
-from tests.conftest import (
-    HAS_LOCAL_MODEL,
-    LOCAL_MODEL_MISSING,
-    LOCAL_MODEL_REQUIRED,
-    require_bfcl,
-)
-from toolguard.cli import app
-from toolguard.testing import ScriptedChatModel
+from toolguard_evals.critictool.similarity import rapidfuzz_similarity
+from toolguard_evals.runner import GenerationCache, run_cases
 
 Built = dict[Split, list[CriticToolRecord]]
 
@@ -45,7 +45,7 @@ Built = dict[Split, list[CriticToolRecord]]
 @pytest.fixture(scope="module")
 def built() -> Built:
     require_bfcl()
-    from evals.critictool.build import build_from_bfcl
+    from toolguard_evals.critictool.build import build_from_bfcl
 
     return build_from_bfcl(seed=0, limit=5)
 
@@ -177,7 +177,7 @@ def test_case_ids_are_unique_per_variant_and_mode(built: Built) -> None:
 def local_server() -> Iterator[str]:
     if not (HAS_LOCAL_MODEL or LOCAL_MODEL_REQUIRED):
         pytest.skip(LOCAL_MODEL_MISSING)
-    from toolguard.local_model import LocalModelServer
+    from toolguard_evals.local_model import LocalModelServer
 
     with LocalModelServer("smollm2") as server:
         yield server.base_url

@@ -18,11 +18,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from graphs import create_plain_agent
 from toolguard.testing import ScriptedChatModel
+from toolguard_graphs import create_plain_agent
 
-demo = pytest.importorskip("evals.demo")
-bfcl = pytest.importorskip("evals.bfcl")
+demo = pytest.importorskip("toolguard_evals.demo")
+bfcl = pytest.importorskip("toolguard_evals.bfcl")
 
 BASE = "multi_turn_base_122"  # TradingBot: place_order, get_order_details, cancel, logout
 MISS_FUNC = "multi_turn_miss_func_142"  # add_to_watchlist held out until turn 1
@@ -257,8 +257,8 @@ def test_demo_exits_non_zero_with_the_reason_when_the_endpoint_is_dead() -> None
     require_bfcl()
     from typer.testing import CliRunner
 
-    from toolguard.cli import app
-    from toolguard.local_model import free_port
+    from toolguard_evals.cli import app
+    from toolguard_evals.local_model import free_port
 
     dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     result = CliRunner().invoke(app, ["demo", "--episodes", "1", "--base-url", dead,

@@ -16,9 +16,9 @@ pytest.importorskip("bfcl_eval")
 from jsonschema import Draft202012Validator
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from evals import bfcl
-from evals import detector_suite as ds
 from toolguard.specs import ToolSpec
+from toolguard_evals import bfcl
+from toolguard_evals import detector_suite as ds
 
 # ---------------------------------------------------------------------------- fixtures
 

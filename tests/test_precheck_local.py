@@ -14,10 +14,10 @@ import pytest
 from conftest import require_bfcl
 from langchain_openai import ChatOpenAI
 
-from evals.abstain import Case, load_bfcl, run
 from tests.conftest import needs_local_model
-from toolguard.local_model import LocalModelServer, chat_model_for
 from toolguard.precheck import PRECHECK_LABELS, Precheck
+from toolguard_evals.abstain import Case, load_bfcl, run
+from toolguard_evals.local_model import LocalModelServer, chat_model_for
 
 pytestmark = needs_local_model
 

@@ -17,11 +17,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from evals.abstain import DEFAULT_RTB_DIR, Case, load_multi_turn_cases, load_relytoolbench
-from graphs import create_guarded_agent
 from toolguard.precheck import MARK_KEY, Precheck
 from toolguard.precheck_node import PrecheckAskNode, PrecheckNode, PrecheckState
 from toolguard.testing import ScriptedChatModel
+from toolguard_evals.abstain import DEFAULT_RTB_DIR, Case, load_multi_turn_cases, load_relytoolbench
+from toolguard_graphs import create_guarded_agent
 
 ORIGINAL = "G1_instruction:588"
 MISSING = "G1_instruction_missing_all_arguments:2399"

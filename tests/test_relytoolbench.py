@@ -15,7 +15,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
-from evals.relytoolbench.agent import (
+from tests.conftest import SHARED_DATA
+from toolguard.context import message_text
+from toolguard.guard import Guard
+from toolguard.testing import ScriptedChatModel
+from toolguard_evals.relytoolbench.agent import (
     Episode,
     Step,
     parse_finish,
@@ -23,22 +27,18 @@ from evals.relytoolbench.agent import (
     run_episode,
     system_prompt,
 )
-from evals.relytoolbench.data import RtbCase, load_relytoolbench
-from evals.relytoolbench.evaluator import Judges, check_type, score_episode
-from evals.relytoolbench.metrics import (
+from toolguard_evals.relytoolbench.data import RtbCase, load_relytoolbench
+from toolguard_evals.relytoolbench.evaluator import Judges, check_type, score_episode
+from toolguard_evals.relytoolbench.metrics import (
     EpisodeScore,
     aggregate,
     pass_score,
     summarize,
     utility,
 )
-from evals.relytoolbench.run import episode_settings, generate, score
-from evals.relytoolbench.simulator import ApiSimulator, normalize_response
-from evals.runner import Endpoint, GenerationCache
-from tests.conftest import SHARED_DATA
-from toolguard.context import message_text
-from toolguard.guard import Guard
-from toolguard.testing import ScriptedChatModel
+from toolguard_evals.relytoolbench.run import episode_settings, generate, score
+from toolguard_evals.relytoolbench.simulator import ApiSimulator, normalize_response
+from toolguard_evals.runner import Endpoint, GenerationCache
 
 DATA = SHARED_DATA / "relytoolbench"
 ORIGINAL = "G1_instruction:86143"
@@ -404,7 +404,7 @@ def test_cache_resume_and_offline_rescoring(cases: dict[str, RtbCase], tmp_path:
 def test_cli_score_only_rescores_a_cache_offline(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from toolguard.cli import app
+    from toolguard_evals.cli import app
 
     if not DATA.is_dir():
         pytest.skip(f"RelyToolBench data not found at {DATA}")
@@ -440,7 +440,7 @@ def test_cli_score_only_rescores_a_cache_offline(tmp_path: Path) -> None:
 
 
 def test_throughput_slice_is_the_shortest_prompt_per_subset() -> None:
-    from evals.bench_throughput import bench_throughput, small_slice
+    from toolguard_evals.bench_throughput import bench_throughput, small_slice
 
     if not DATA.is_dir():
         pytest.skip(f"RelyToolBench data not found at {DATA}")

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from evals.relytoolbench.metrics import RATE_KEYS, EpisodeScore, summarize
-from evals.relytoolbench.run import (
+from tests.conftest import SHARED_DATA, needs_local_model
+from toolguard_evals.relytoolbench.metrics import RATE_KEYS, EpisodeScore, summarize
+from toolguard_evals.relytoolbench.run import (
     episode_settings,
     plot_report,
     print_report,
     run_relytoolbench,
 )
-from evals.runner import Endpoint, GenerationCache
-from tests.conftest import SHARED_DATA, needs_local_model
+from toolguard_evals.runner import Endpoint, GenerationCache
 
 pytestmark = needs_local_model
 DATA = SHARED_DATA / "relytoolbench"

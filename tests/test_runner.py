@@ -1,4 +1,4 @@
-"""evals.runner: bounded concurrency, resumable JSONL cache, offline outputs, reports."""
+"""toolguard_evals.runner: bounded concurrency, resumable JSONL cache, offline outputs, reports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evals.runner import (
+from toolguard_evals.runner import (
     Endpoint,
     EvalRunError,
     GenerationCache,

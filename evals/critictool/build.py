@@ -1,10 +1,11 @@
 """A CRITICTOOL-style set built from BFCL v4 ``multi_turn_base`` ground truth.
 
-Every record is in the official format (:mod:`evals.critictool.data`), so the same scorer and
+Every record is in the official format (:mod:`toolguard_evals.critictool.data`), so the same scorer
+and
 runner serve both.  Per episode, with ``rng = random.Random(f"{seed}:{episode_id}:{kind}")``:
 
 - the gold calls are replayed in BFCL's own executable environments
-  (:class:`evals.bfcl.BFCLEnvironment`), so every tool response in a history is real;
+  (:class:`toolguard_evals.bfcl.BFCLEnvironment`), so every tool response in a history is real;
 - the tool list is CRITICTOOL's standardized format (``{name, description,
   required_parameters: [{name, type, description}], optional_parameters}``, BFCL types; the
   "This tool belongs to ..." prefix of BFCL descriptions dropped) with every tool the gold
@@ -44,7 +45,7 @@ environment error (no execution): ``timeout``, ``rate_limit`` (HTTP 429 with Ret
 call of the same turn when there are any.  Ground truth ``[gold call k, next step]`` with the
 next gold call of the turn, else ``FinishAction``; the same records are run in skip and in
 finish mode (as CriticTool runs its external file with ``--environment_mode``).  ``meta``
-keeps ``read_only`` (from :func:`evals.faults.prepare_episode`: the call left the state
+keeps ``read_only`` (from :func:`toolguard_evals.faults.prepare_episode`: the call left the state
 unchanged and a repeat answered the same), which the guarded controller uses to decide whether
 a timeout may be retried.
 """
@@ -59,15 +60,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
-from evals import bfcl
-from evals.critictool.data import (
+from toolguard_evals import bfcl
+from toolguard_evals.critictool.data import (
     ERROR_TYPES,
     FINISH,
     CriticToolRecord,
     Split,
     system_prompt,
 )
-from evals.faults import prepare_episode
+from toolguard_evals.faults import prepare_episode
 
 EnvironmentError_ = Literal["timeout", "rate_limit", "permission"]
 """The injected environment errors of external records."""
@@ -362,7 +363,7 @@ def build_from_bfcl(*, seed: int = 0, limit: int | None = None, max_tools: int =
 
     Raises:
         ValueError: For ``limit < 0`` or ``max_tools < 1``.
-        evals.bfcl.BFCLNotInstalledError: If ``bfcl-eval`` is not installed.
+        toolguard_evals.bfcl.BFCLNotInstalledError: If ``bfcl-eval`` is not installed.
 
     """
     if limit is not None and limit < 0:

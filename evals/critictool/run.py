@@ -64,7 +64,12 @@ from langchain_core.messages import (
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from evals.critictool.data import (
+from toolguard.context import message_text
+from toolguard.controller import CATEGORY_TEXT, RetryController, classify_result
+from toolguard.guard import Guard
+from toolguard.specs import ToolSpec
+from toolguard.types import Verdict
+from toolguard_evals.critictool.data import (
     FINISH,
     CriticToolRecord,
     Level,
@@ -73,15 +78,15 @@ from evals.critictool.data import (
     format_load,
     load_official,
 )
-from evals.critictool.scoring import (
+from toolguard_evals.critictool.scoring import (
     WEIGHTS,
     Scores,
     overall_score,
     score_external,
     score_internal,
 )
-from evals.critictool.similarity import BackendName, Similarity, get_similarity
-from evals.runner import (
+from toolguard_evals.critictool.similarity import BackendName, Similarity, get_similarity
+from toolguard_evals.runner import (
     Endpoint,
     GenerationCache,
     RunResult,
@@ -93,11 +98,6 @@ from evals.runner import (
     side_by_side_table,
     write_json,
 )
-from toolguard.context import message_text
-from toolguard.controller import CATEGORY_TEXT, RetryController, classify_result
-from toolguard.guard import Guard
-from toolguard.specs import ToolSpec
-from toolguard.types import Verdict
 
 Variant = Literal["unguarded", "guarded"]
 VARIANTS: Final[tuple[Variant, ...]] = get_args(Variant)
@@ -353,7 +353,8 @@ async def generate_case(chat: BaseChatModel, case: Case, *, retry_limit: int = R
         unescape: Undo HTML escapes in replies (``html.unescape``), for servers whose chat
             template HTML-escapes the prompt: the model then sees ``&#34;`` for every ``"``
             of the JSON in its prompt and writes its JSON the same way (llama-cpp-python's
-            stock ``chatml-function-calling``; :class:`~toolguard.local_model.LocalModelServer`
+            stock ``chatml-function-calling``;
+            :class:`~toolguard_evals.local_model.LocalModelServer`
             patches that out).
 
     """
@@ -434,7 +435,7 @@ TABLE_ROWS: Final[tuple[tuple[str, str, str], ...]] = (
 
 
 def table_rows(scored: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
-    """``row label -> {variant: percent}`` for :func:`evals.runner.side_by_side_table`."""
+    """``row label -> {variant: percent}`` for :func:`toolguard_evals.runner.side_by_side_table`."""
     rows: dict[str, dict[str, float | None]] = {}
     for part, key, label in TABLE_ROWS:
         values: dict[str, float | None] = {}
@@ -509,7 +510,7 @@ def load_records(*, data_dir: Path | str | None, level: Level = "base", cot: boo
         return records, {"source": f"official CriticTool-Dataset at {data_dir}", "level": level,
                          "cot": cot, "limit": limit,
                          "counts": {k: len(v) for k, v in records.items()}}
-    from evals.critictool.build import build_from_bfcl
+    from toolguard_evals.critictool.build import build_from_bfcl
 
     built = build_from_bfcl(seed=seed, limit=limit, max_tools=max_tools)
     counts: dict[str, Any] = {k: len(v) for k, v in built.items()}
@@ -517,7 +518,8 @@ def load_records(*, data_dir: Path | str | None, level: Level = "base", cot: boo
         t or "error-free": sum(1 for r in built["internal"] if r.error_type == t)
         for t in sorted({r.error_type or "" for r in built["internal"]})}
     return dict(built), {"source": "built from BFCL v4 multi_turn_base ground truth "
-                                   "(evals.critictool.build)", "seed": seed, "limit": limit,
+                                   "(toolguard_evals.critictool.build)", "seed": seed, "limit":
+                                   limit,
                          "max_tools": max_tools,
                          "counts": counts}
 

@@ -3,7 +3,7 @@
 Works offline on saved predictions: an internal record's prediction is the model's reply
 (a string, CriticTool's ``llm`` mode); an external record's is the list of replies of the
 retry protocol (``environment`` mode).  Every reply is parsed with
-:func:`~evals.critictool.data.format_load` ``(reply, "{", "}")``.
+:func:`~toolguard_evals.critictool.data.format_load` ``(reply, "{", "}")``.
 
 Internal (``evaluators/internal_evaluator.py``, ``LLMEvaluator._post_process``), per sample:
 
@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from evals.critictool.data import ERROR_TYPES, FINISH, CriticToolRecord, Mode, format_load
-from evals.critictool.similarity import Similarity
+from toolguard_evals.critictool.data import ERROR_TYPES, FINISH, CriticToolRecord, Mode, format_load
+from toolguard_evals.critictool.similarity import Similarity
 
 _TYPE_MAP: Final[dict[str, Any]] = {
     "NUMBER": int, "integer": int,

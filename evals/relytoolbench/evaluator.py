@@ -22,10 +22,10 @@ Each executed call gets the first reason that applies, in this order:
 
 A ``give_answer`` answer is judged with StableToolBench's ``check_answer_status`` and, when
 that says Unsure, ``parse_answer_status`` over the whole trajectory; then the task
-hallucination rule of ``check_is_solved`` (see :mod:`evals.relytoolbench.metrics`) with
+hallucination rule of ``check_is_solved`` (see :mod:`toolguard_evals.relytoolbench.metrics`) with
 judge ``check_answer_relevance``.
 
-Judgments are cached (a :class:`~evals.runner.GenerationCache` keyed by prompt and
+Judgments are cached (a :class:`~toolguard_evals.runner.GenerationCache` keyed by prompt and
 fields, under the judge's settings), so scoring is recomputable offline: with no judge
 model, cached judgments are used and a missing one counts as ``Unsure`` and is reported
 in ``judge_misses``.
@@ -40,17 +40,17 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from evals.relytoolbench.agent import Episode
-from evals.relytoolbench.data import RtbCase
-from evals.relytoolbench.metrics import (
+from toolguard.judge import LLMJudge
+from toolguard_evals.relytoolbench.agent import Episode
+from toolguard_evals.relytoolbench.data import RtbCase
+from toolguard_evals.relytoolbench.metrics import (
     AnswerStatus,
     EpisodeScore,
     pass_score,
     utility,
 )
-from evals.relytoolbench.simulator import canonical_json, prompt_version
-from evals.runner import GenerationCache
-from toolguard.judge import LLMJudge
+from toolguard_evals.relytoolbench.simulator import canonical_json, prompt_version
+from toolguard_evals.runner import GenerationCache
 
 JUDGE_PROMPTS: dict[str, tuple[str, ...]] = {
     "check_tool_relevance": ("Irrelevant", "Relevant", "Unsure"),
@@ -74,7 +74,7 @@ class Judges:
         model: Judge chat model; ``None`` for offline rescoring (cache only).
         cache: Where judgments are saved and looked up; ``None`` keeps them in memory.
         settings: What identifies the judge model in cache keys (e.g.
-            :meth:`evals.runner.Endpoint.settings`); each prompt's version is added.
+            :meth:`toolguard_evals.runner.Endpoint.settings`); each prompt's version is added.
 
     Attributes:
         asked: Judgments asked of the model in this process.
@@ -128,7 +128,8 @@ def check_type(value: Any, type_name: str) -> bool:
 async def score_episode(case: RtbCase, episode: Episode, judges: Judges) -> EpisodeScore:
     """Score one episode.
 
-    Rules in the module docstring; metric definitions in :mod:`evals.relytoolbench.metrics`.
+    Rules in the module docstring; metric definitions in
+    :mod:`toolguard_evals.relytoolbench.metrics`.
 
     Raises:
         ValueError: ``episode`` is not an episode of ``case``.

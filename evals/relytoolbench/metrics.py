@@ -8,7 +8,7 @@ ICML 2025, arXiv 2412.04141, §3 metrics and Table 2) and its evaluator
 - **calls** ``n``: tool calls that reached the (simulated) API, ``Finish`` and
   TalkToUser excluded (``ExecutionGraph.tool_calling_count``).  Calls a guard blocked
   never reach the API and are not counted (reported as ``blocked_calls``).
-- **per-call hallucination reason**: see :mod:`evals.relytoolbench.evaluator`; each
+- **per-call hallucination reason**: see :mod:`toolguard_evals.relytoolbench.evaluator`; each
   maps to one of the four types (:data:`REASON_TYPE`).
 - **pass score** ``p`` in {0, 0.5, 1}:
 
@@ -56,8 +56,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.relytoolbench.data import NECESSARY_CALLS, SUBSETS, Subset
 from toolguard.types import HALLUCINATION_TYPES, HallucinationType
+from toolguard_evals.relytoolbench.data import NECESSARY_CALLS, SUBSETS, Subset
 
 Reason = Literal[
     "no_hallucination",
@@ -99,7 +99,7 @@ class EpisodeScore(BaseModel):
 
     Attributes:
         case_id / subset / group: The case.
-        end: How the episode ended (:data:`evals.relytoolbench.agent.EndReason`).
+        end: How the episode ended (:data:`toolguard_evals.relytoolbench.agent.EndReason`).
         reasons: One :data:`Reason` per executed call, in order.
         blocked: Calls the guard kept from the API.
         answer_status: The judge's status of a ``give_answer`` answer, else ``None``.

@@ -1,7 +1,7 @@
 """Generate, score and report RelyToolBench, unguarded vs guarded.
 
 Generation (:func:`generate`) and scoring (:func:`score`) are separate steps: episodes are
-saved in the runner's :class:`~evals.runner.GenerationCache` (one JSONL file also holding
+saved in the runner's :class:`~toolguard_evals.runner.GenerationCache` (one JSONL file also holding
 the simulator's API answers and the judges' labels), and :func:`score` is a function of
 the saved episodes and the cached judgments, so ``--score-only`` recomputes every number
 offline.  :func:`run_relytoolbench` does both and builds the report.
@@ -19,12 +19,20 @@ from typing import Any, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
 
-from evals.relytoolbench.agent import FORMATS, AgentFormat, Episode, run_episode
-from evals.relytoolbench.data import GROUPS, SUBSETS, Group, RtbCase, Subset, load_relytoolbench
-from evals.relytoolbench.evaluator import Judges, score_episode
-from evals.relytoolbench.metrics import EpisodeScore, summarize
-from evals.relytoolbench.simulator import ApiSimulator, prompt_version
-from evals.runner import (
+from toolguard.guard import Guard
+from toolguard_evals.relytoolbench.agent import FORMATS, AgentFormat, Episode, run_episode
+from toolguard_evals.relytoolbench.data import (
+    GROUPS,
+    SUBSETS,
+    Group,
+    RtbCase,
+    Subset,
+    load_relytoolbench,
+)
+from toolguard_evals.relytoolbench.evaluator import Judges, score_episode
+from toolguard_evals.relytoolbench.metrics import EpisodeScore, summarize
+from toolguard_evals.relytoolbench.simulator import ApiSimulator, prompt_version
+from toolguard_evals.runner import (
     Endpoint,
     GenerationCache,
     RunResult,
@@ -37,7 +45,6 @@ from evals.runner import (
     side_by_side_table,
     write_json,
 )
-from toolguard.guard import Guard
 
 Variant = Literal["unguarded", "guarded"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
@@ -68,8 +75,8 @@ async def generate(
     """Run (or take from ``cache``) one episode per case.
 
     Returns:
-        The runner's :class:`~evals.runner.RunResult`; outputs are
-        :class:`~evals.relytoolbench.agent.Episode` dumps.
+        The runner's :class:`~toolguard_evals.runner.RunResult`; outputs are
+        :class:`~toolguard_evals.relytoolbench.agent.Episode` dumps.
     """
     async def one(case: RtbCase) -> dict[str, Any]:
         guard = Guard(case.specs) if guarded else None
@@ -121,7 +128,7 @@ def run_relytoolbench(
             the judgments come from the cache only (misses count as Unsure and are
             reported as ``judge_misses``).
         data_dir: RelyToolBench folder (see
-            :func:`~evals.relytoolbench.data.load_relytoolbench`).
+            :func:`~toolguard_evals.relytoolbench.data.load_relytoolbench`).
         limit: Records per file.
         subsets: Subsets to run.
         groups: Groups to run.
@@ -136,7 +143,7 @@ def run_relytoolbench(
 
     Returns:
         The report: settings, per-variant metrics (``files`` / ``subsets`` / ``overall``,
-        see :func:`~evals.relytoolbench.metrics.summarize`), generation counts and timing,
+        see :func:`~toolguard_evals.relytoolbench.metrics.summarize`), generation counts and timing,
         how episodes ended, and every episode's score.
 
     Raises:
@@ -291,10 +298,10 @@ def main(
 
 
 def check_report(report: Mapping[str, Any]) -> None:
-    """Raise :class:`~evals.runner.EvalRunError` when a variant's episodes failed.
+    """Raise :class:`~toolguard_evals.runner.EvalRunError` when a variant's episodes failed.
 
     Failed: generation raised (endpoint or model-server error), or, with ``--score-only``,
-    the episode is not in the cache.  See :func:`evals.runner.check_failures`.
+    the episode is not in the cache.  See :func:`toolguard_evals.runner.check_failures`.
     """
     for name, v in report["variants"].items():
         g = v["generation"]

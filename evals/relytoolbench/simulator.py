@@ -5,7 +5,7 @@ real responses, else from the real RapidAPI, else by asking a chat model to play
 (``fake_response_function_chat``: the system prompt in ``prompts/rtb_api_simulator.md``,
 the API documentation, examples and the input; a JSON object ``{"error", "response"}``
 comes back).  Here the last path is the only one: any chat model plays every API, and
-every answer is saved in a :class:`~evals.runner.GenerationCache` keyed by the tool name
+every answer is saved in a :class:`~toolguard_evals.runner.GenerationCache` keyed by the tool name
 and the canonical JSON of the arguments, so a rerun (and the guarded run, for the calls it
 shares with the unguarded one) sees the same answers.
 
@@ -34,11 +34,11 @@ import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from evals.relytoolbench.agent import parse_arguments
-from evals.relytoolbench.data import RtbCase
-from evals.runner import GenerationCache
 from toolguard.context import message_text
 from toolguard.prompts import load_prompt
+from toolguard_evals.relytoolbench.agent import parse_arguments
+from toolguard_evals.relytoolbench.data import RtbCase
+from toolguard_evals.runner import GenerationCache
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 FAILED_RESPONSE = json.dumps({"error": "Failed to generate fake response", "response": ""})
@@ -64,7 +64,7 @@ class ApiSimulator:
             "json_object"}`` (StableToolBench does the same) unless ``json_mode`` is off.
         cache: Where answers are saved and looked up; ``None`` keeps them in memory.
         settings: What identifies the simulator model in cache keys (e.g.
-            :meth:`evals.runner.Endpoint.settings`); the prompt version is added.
+            :meth:`toolguard_evals.runner.Endpoint.settings`); the prompt version is added.
         json_mode: Send ``response_format``.
 
     Attributes:

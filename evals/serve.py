@@ -36,7 +36,7 @@ DEFAULT_PORT: Final = 8000
 VLLM_DEFAULT_MAX_LORA_RANK: Final = 16
 INSTALL_HINT: Final = (
     "install it on a Linux machine with an NVIDIA GPU (CUDA 12): "
-    "`pip install 'toolguard[gpu]'` (or `pip install vllm`) "
+    "`pip install 'toolguard-agents[gpu]'` (or `pip install vllm`) "
     "(see https://docs.vllm.ai/en/latest/getting_started/installation/)"
 )
 

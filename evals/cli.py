@@ -40,8 +40,8 @@ def _model_run(command: str) -> Iterator[None]:
     ``LocalModelError`` (the embedded server did not start, crashed, or died) are printed
     to stderr with their first error and log tail, never as a table of zeros with exit 0.
     """
-    from evals.runner import EvalRunError
-    from toolguard.local_model import LocalModelError
+    from toolguard_evals.local_model import LocalModelError
+    from toolguard_evals.runner import EvalRunError
 
     try:
         yield
@@ -78,8 +78,8 @@ def demo(
     """Run a real model as an agent on BFCL v4 multi-turn tasks, unguarded vs guarded."""
     import json
 
-    from evals.demo import check_demo, print_report, run_demo
-    from toolguard.local_model import LocalModelServer, chat_model_for
+    from toolguard_evals.demo import check_demo, print_report, run_demo
+    from toolguard_evals.local_model import LocalModelServer, chat_model_for
 
     def run(chat: object) -> dict[str, object]:
         return run_demo(chat, episodes=episodes, seed=seed,  # type: ignore[arg-type]
@@ -121,7 +121,7 @@ def serve_command(
     """Launch `vllm serve` with tool calling enabled (auto tool choice + the family's parser)."""
     import shlex
 
-    from toolguard.serve import VLLMNotFoundError, build_command, vllm_launcher
+    from toolguard_evals.serve import VLLMNotFoundError, build_command, vllm_launcher
 
     options: dict[str, object] = {"lora": lora, "port": port, "host": host,
                                   "tool_parser": tool_parser,
@@ -157,7 +157,7 @@ def eval_detectors(
     ] = None,
 ) -> None:
     """Run Guard.check on a labelled suite built from BFCL v4 gold calls (DATA.md §2b)."""
-    from evals.detector_suite import main
+    from toolguard_evals.detector_suite import main
 
     kwargs: dict[str, object] = {"seed": seed}
     if limit is not None:
@@ -174,7 +174,7 @@ def eval_faults(
     limit: Annotated[int | None, typer.Option(help="Episodes (default: all 200).")] = None,
 ) -> None:
     """Replay BFCL multi_turn_base with injected faults: toolguard vs ToolRetryMiddleware."""
-    from evals.faults import main
+    from toolguard_evals.faults import main
 
     main(str(json_path) if json_path else None, seed=seed, limit=limit)
 
@@ -211,7 +211,7 @@ def eval_abstain(
     request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 60.0,
 ) -> None:
     """Abstain (ICT) eval: accuracy/F1 per subset, abstain = positive class."""
-    from evals.abstain import EVAL_MODES, main
+    from toolguard_evals.abstain import EVAL_MODES, main
 
     if dataset not in ("relytoolbench", "bfcl"):
         raise typer.BadParameter("dataset must be relytoolbench or bfcl")
@@ -227,7 +227,7 @@ def eval_abstain(
     if mode == "deterministic":
         main(dataset, **kwargs)  # type: ignore[arg-type]
         return
-    from toolguard.local_model import LocalModelServer, chat_model_for
+    from toolguard_evals.local_model import LocalModelServer, chat_model_for
 
     with _model_run("eval abstain"):
         # pre-check prompts bind no tools: send no tool_choice (llama.cpp would ignore tools)
@@ -271,7 +271,7 @@ def eval_familytool(
     ] = 1,
 ) -> None:
     """KG-extraction metrics on FamilyTool; with a model, tool-use metrics too."""
-    from evals.familytool import main
+    from toolguard_evals.familytool import main
 
     if not subset.isidentifier() or extraction not in ("exact", "gs", "rr") or generator not in (
             "deterministic", "golden", "llm"):
@@ -297,7 +297,7 @@ def bench_kg(
     ] = None,
 ) -> None:
     """Print the deterministic KG resolver's p50/p99 per query (ms) on an N-triple KG."""
-    from evals.bench_kg import main
+    from toolguard_evals.bench_kg import main
 
     main(queries=queries, triples=triples, data_dir=str(data_dir) if data_dir else None,
          json_path=str(json_path) if json_path else None)
@@ -338,8 +338,8 @@ def eval_critictool(
     plot: Annotated[Path | None, typer.Option(help="Write the bar chart here (PNG).")] = None,
 ) -> None:
     """CRITICTOOL self-critique scores, unguarded vs guarded, side by side."""
-    from evals.critictool.run import main
-    from evals.runner import Endpoint
+    from toolguard_evals.critictool.run import main
+    from toolguard_evals.runner import Endpoint
 
     if level not in ("base", "evol") or similarity not in ("auto", "mpnet", "minilm",
                                                              "rapidfuzz"):
@@ -391,8 +391,8 @@ def eval_relytoolbench(
     max_tokens: Annotated[int, typer.Option(help="Tokens per completion at most.")] = 256,
 ) -> None:
     """RelyToolBench: pass rate, hallucination rates, RePR, BCU; unguarded vs guarded."""
-    from evals.relytoolbench.data import GROUPS
-    from evals.relytoolbench.run import main
+    from toolguard_evals.relytoolbench.data import GROUPS
+    from toolguard_evals.relytoolbench.run import main
 
     if fmt not in ("react", "native"):
         raise typer.BadParameter("--format must be react or native")
@@ -427,7 +427,7 @@ def bench_throughput(
     ] = None,
 ) -> None:
     """Print RelyToolBench cases per second against concurrency."""
-    from evals.bench_throughput import main
+    from toolguard_evals.bench_throughput import main
 
     with _model_run("bench throughput"):
         main(base_url=base_url, model=model, levels=tuple(level) if level else (1, 2, 4),
@@ -444,7 +444,7 @@ def bench_overhead(
     ] = None,
 ) -> None:
     """Print the guard's p50/p99 per call (ms) and the guarded/plain ToolNode step ratio."""
-    from evals.bench_overhead import main
+    from toolguard_evals.bench_overhead import main
 
     main(calls=calls, steps=steps, json_path=str(json_path) if json_path else None)
 
@@ -461,7 +461,7 @@ def bench_precheck(
     ] = None,
 ) -> None:
     """Print the deterministic pre-check's p50/p99 per case (ms) over real cases."""
-    from evals.bench_precheck import main
+    from toolguard_evals.bench_precheck import main
 
     datasets = tuple(dataset or ("relytoolbench", "bfcl"))
     if not set(datasets) <= {"relytoolbench", "bfcl"} or repeats < 1:
