@@ -18,6 +18,11 @@ accuracy and F1 in percent, as the ICT paper (Yang et al., arXiv 2406.12307) rep
   the held-out docs gets BFCL's user prompt ("I have updated some more functions you can
   choose from. What about now?", ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``) and the
   tools from that turn on.
+- ``dialogues`` (:mod:`toolguard_evals.dialogues`, our own multi-turn corpus): one case per
+  user turn, the history being the conversation so far; ``dialogues_feasible_first_turn``,
+  ``dialogues_feasible_followup`` (later feasible turns, answers to the assistant's
+  questions included), ``dialogues_ask_user``, ``dialogues_no_suitable_tool``.  ``limit``:
+  dialogues per domain.
 
 Per subset: an abstain subset is scored together with its feasible counterpart(s) (Missing
 Parameter and Unmatched Tools with Original; irrelevance with simple_python + multiple;
@@ -61,7 +66,7 @@ from toolguard.specs import ToolSpec
 from toolguard_evals.relytoolbench import data as rtb_data
 from toolguard_evals.runner import check_failures
 
-Dataset = Literal["relytoolbench", "bfcl"]
+Dataset = Literal["relytoolbench", "bfcl", "dialogues"]
 EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit"]
 EVAL_MODES: tuple[EvalMode, ...] = ("deterministic", "structured_verification", "cot",
                                     "zero_shot", "implicit")
@@ -97,6 +102,9 @@ _PAIRS: dict[str, tuple[str, ...]] = {
     "live_irrelevance": ("live_simple", "live_multiple"),
     "miss_param": ("miss_param_feasible",),
     "miss_func": ("miss_func_feasible",),
+    "dialogues_ask_user": ("dialogues_feasible_first_turn", "dialogues_feasible_followup"),
+    "dialogues_no_suitable_tool": ("dialogues_feasible_first_turn",
+                                   "dialogues_feasible_followup"),
 }
 
 
@@ -340,7 +348,12 @@ def load_cases(dataset: Dataset, *, data_dir: str | Path | None = None,
         return load_relytoolbench(data_dir, limit=limit)
     if dataset == "bfcl":
         return load_bfcl(limit=limit)
-    raise ValueError(f"unknown dataset {dataset!r}; expected 'relytoolbench' or 'bfcl'")
+    if dataset == "dialogues":
+        from toolguard_evals.dialogues.cases import load_dialogue_cases
+
+        return load_dialogue_cases(limit=limit)
+    raise ValueError(f"unknown dataset {dataset!r}; expected 'relytoolbench', 'bfcl' or "
+                     "'dialogues'")
 
 
 def main(dataset: Dataset, *, mode: EvalMode = "deterministic",

@@ -24,7 +24,8 @@ from langgraph.prebuilt import ToolNode
 from rich.console import Console
 from rich.table import Table
 
-from toolguard import Guard, GuardNode
+from toolguard import Guard
+from toolguard.nodes import GuardNode
 from toolguard_evals.runner import quantile
 
 

@@ -181,7 +181,9 @@ def eval_faults(
 
 @eval_app.command("abstain")
 def eval_abstain(
-    dataset: Annotated[str, typer.Option(help="relytoolbench or bfcl.")] = "relytoolbench",
+    dataset: Annotated[
+        str, typer.Option(help="relytoolbench, bfcl or dialogues (our multi-turn corpus).")
+    ] = "relytoolbench",
     mode: Annotated[
         str, typer.Option(help="deterministic, structured_verification, cot, zero_shot, or "
                                "implicit (the agent model with the tools; a call = proceed).")
@@ -213,8 +215,8 @@ def eval_abstain(
     """Abstain (ICT) eval: accuracy/F1 per subset, abstain = positive class."""
     from toolguard_evals.abstain import EVAL_MODES, main
 
-    if dataset not in ("relytoolbench", "bfcl"):
-        raise typer.BadParameter("dataset must be relytoolbench or bfcl")
+    if dataset not in ("relytoolbench", "bfcl", "dialogues"):
+        raise typer.BadParameter("dataset must be relytoolbench, bfcl or dialogues")
     if mode not in EVAL_MODES:
         raise typer.BadParameter(f"mode must be one of {', '.join(EVAL_MODES)}")
     if relevance not in ("lexical", "embedding"):

@@ -4,7 +4,7 @@ The same model and the same episodes run through two graphs from :mod:`toolguard
 ``unguarded`` (:func:`~toolguard_graphs.agent.create_plain_agent`, the ReAct loop) and ``guarded``
 (:func:`~toolguard_graphs.agent.create_guarded_agent`, the loop with a
 :class:`~toolguard.node.GuardNode` before the tools and, by its default, a
-:class:`~toolguard.controller.RetryController` around them); other modes can be passed to
+:class:`~toolguard.retry.RetryController` around them); other modes can be passed to
 :func:`run_demo`.  Each episode runs in BFCL's own
 executable environment (:class:`toolguard_evals.bfcl.BFCLEnvironment`), turn by turn, as BFCL's
 ``base_handler.inference_multi_turn_FC`` does (docs/DATA.md §1):

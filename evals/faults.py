@@ -27,13 +27,13 @@ read-only call (drawn the same way) and are counted in ``injection_points``.
 
 Every gold call goes through a policy, as a ``ToolNode`` wrapper would run it:
 
-- ``toolguard``: :class:`toolguard.controller.RetryController` with its defaults
+- ``toolguard``: :class:`toolguard.retry.RetryController` with its defaults
   (``max_retries=3``, ``on_exhausted="skip"``) and no sleeping.  A call is non-idempotent
   unless it is read-only (in the clean replay it left the public state unchanged and a repeat
   on a clone answered the same; such calls get a tool stub with
-  ``metadata={"effects": "read"}``, the others ``tool=None``).  Its counters live in the request
-  state, updated from the returned ``Command`` with
-  :func:`~toolguard.controller.merge_controller_counters`; once they say ``finished`` the
+  ``metadata={"effects": "read"}``, the others ``tool=None``).  The replay keeps the messages
+  (one ``AIMessage`` per call and its answer) in the request state, as a tool node would see
+  them; once :meth:`~toolguard.retry.RetryController.tally` says the run must finish, the
   episode stops.
 - ``langchain_tool_retry``: LangChain's ``ToolRetryMiddleware()`` with its defaults
   (``max_retries=2``, every exception retried, ``on_failure="continue"``); only the
@@ -68,11 +68,11 @@ from unittest import mock
 
 from langchain.agents.middleware import tool_retry
 from langchain.agents.middleware.tool_retry import ToolRetryMiddleware
-from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from toolguard.controller import RetryController, merge_controller_counters
+from toolguard.retry import RetryController
 from toolguard_evals import bfcl
 
 FaultKind = Literal[
@@ -289,12 +289,12 @@ def _request(call: ToolCall, tool: _ToolStub | None, state: dict[str, Any]) -> T
 
 
 class _ToolguardPolicy:
-    """``RetryController`` defaults with its counters kept in the request state."""
+    """``RetryController`` defaults; the run's messages are kept in the request state."""
 
     def __init__(self) -> None:
         self._slept: list[float] = []
         self.controller = RetryController(sleep=self._slept.append)
-        self.counters: dict[str, Any] = {}
+        self.messages: list[BaseMessage] = [HumanMessage("replay")]
 
     @property
     def backoff_s(self) -> float:
@@ -303,16 +303,16 @@ class _ToolguardPolicy:
     def answer(
         self, call: ToolCall, tool: _ToolStub | None, handler: Callable[[Any], ToolMessage]
     ) -> tuple[ToolMessage, bool]:
-        key = self.controller.state_key
+        self.messages.append(AIMessage("", tool_calls=[call]))
         result = self.controller.wrap_tool_call(
-            _request(call, tool, {key: dict(self.counters)}), handler)
+            _request(call, tool, {"messages": list(self.messages)}), handler)
         if isinstance(result, Command):
             update = cast(dict[str, Any], result.update)
-            self.counters = merge_controller_counters(self.counters, update.get(key))
             message = update["messages"][0]
         else:
             message = result
-        return message, self.controller.finished({key: self.counters})
+        self.messages.append(message)
+        return message, self.controller.tally(self.messages).finished
 
 
 class _LangChainPolicy:

@@ -1,5 +1,14 @@
-"""Prebuilt LangGraph graphs: a guarded tool-calling agent and its plain equivalent."""
+"""Prebuilt agents (installed as ``toolguard_graphs``): guarded and plain, middleware or nodes.
 
-from toolguard_graphs.agent import create_guarded_agent, create_plain_agent
+See :mod:`toolguard_graphs.agent`.
+"""
 
-__all__ = ["create_guarded_agent", "create_plain_agent"]
+from toolguard_graphs.agent import (
+    create_guarded_agent,
+    create_guarded_graph,
+    create_plain_agent,
+    guarded_middleware,
+)
+
+__all__ = ["create_guarded_agent", "create_guarded_graph", "create_plain_agent",
+           "guarded_middleware"]

@@ -30,15 +30,17 @@ from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, ValidationError
 
-from toolguard.controller import (
+from toolguard.middleware import RetryControllerMiddleware
+from toolguard.retry import (
+    RETRY_KEY,
     Classification,
     RetryController,
+    RetryRecord,
+    Tally,
     ToolPolicy,
     classify_exception,
     classify_result,
-    merge_controller_counters,
 )
-from toolguard.middleware import RetryControllerMiddleware
 from toolguard.testing import ScriptedChatModel
 from toolguard_graphs import create_guarded_agent, create_plain_agent
 
@@ -309,23 +311,48 @@ def test_classify_result_ids_that_look_like_statuses_are_internal(error: str) ->
             "transient", "permanent"), text
 
 
-def test_merge_controller_counters() -> None:
-    merged = merge_controller_counters(
-        {"tool_calls": 2, "retries": 1, "consecutive_failures": 2},
-        {"tool_calls": 1, "retries": 2, "_success": 1, "finished": True,
-         "finish_reason": "x"})
-    assert merged == {"tool_calls": 3, "retries": 3, "consecutive_failures": 0,
-                      "finished": True, "finish_reason": "x"}
-    # parallel failures of one step add up
-    assert merge_controller_counters(
-        {"consecutive_failures": 1}, {"consecutive_failures": 1})["consecutive_failures"] == 2
-    # a new user turn starts a new run
-    fresh = merge_controller_counters(
-        {"tool_calls": 4, "run_tool_calls": 4, "consecutive_failures": 3, "finished": True,
-         "finish_reason": "x"}, {"_new_run": 1})
-    assert fresh == {"tool_calls": 4, "run_tool_calls": 0, "consecutive_failures": 0,
-                     "finished": False, "finish_reason": None}
-    assert merge_controller_counters(None, None) == {}
+def _answer(call_id: str, name: str, record: RetryRecord) -> ToolMessage:
+    return ToolMessage("x", tool_call_id=call_id, name=name, status="error" if record.failed
+                       else "success", response_metadata={RETRY_KEY: record.model_dump()})
+
+
+def test_tally_reads_the_run_from_the_turns_answers() -> None:
+    controller = RetryController(max_consecutive_failures=2)
+    ok, failed = RetryRecord(outcome="success", retries=1), RetryRecord(
+        outcome="transient", category="server", retries=3, policy="skip")
+    messages: list[BaseMessage] = [
+        HumanMessage("old turn"), ai_calls(("a", {}, "0")), _answer("0", "a", failed),
+        HumanMessage("new turn"),  # a new user turn is a new run
+        ai_calls(("a", {}, "1"), ("b", {}, "2")), _answer("2", "b", failed),
+        _answer("1", "a", ok),  # answers arrive in any order; calls count in their order
+    ]
+    tally = controller.tally(messages)
+    assert (tally.run_tool_calls, tally.consecutive_failures, tally.finished) == (2, 1, False)
+    assert tally.step == {"tool_calls": 2, "retries": 4, "environment_errors": 1, "skips": 1}
+    # parallel failures of one step add up, and the run finishes at the limit
+    messages += [ai_calls(("c", {}, "3")), _answer("3", "c", failed)]
+    tally = controller.tally(messages)
+    assert tally.consecutive_failures == 2
+    assert tally.finish_reason == "2 tool calls failed in a row"
+    assert tally.step_id == messages[-2].id
+    # a finish policy stops the run with its reason
+    finish = RetryRecord(outcome="permanent", category="permission", policy="finish",
+                         reason="'d' failed: permission")
+    tally = controller.tally([HumanMessage("q"), ai_calls(("d", {}, "4")),
+                              _answer("4", "d", finish)])
+    assert tally.finish_reason == "'d' failed: permission"
+    assert controller.tally([]) == Tally()
+
+
+def test_counters_update_adds_each_step_once() -> None:
+    controller = RetryController()
+    ok = RetryRecord(outcome="success", retries=2)
+    ai = AIMessage("", tool_calls=[{"name": "a", "args": {}, "id": "1"}], id="ai-1")
+    state: dict[str, Any] = {"messages": [HumanMessage("q"), ai, _answer("1", "a", ok)]}
+    first = controller.counters_update(state)[KEY]
+    assert first["tool_calls"] == 1 and first["retries"] == 2 and first["tallied"] == "ai-1"
+    state[KEY] = first
+    assert controller.counters_update(state) == {}  # the same step is not added twice
 
 
 @pytest.mark.parametrize(

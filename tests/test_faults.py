@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("bfcl_eval")
 
-from toolguard.controller import classify_exception
+from toolguard.retry import classify_exception
 from toolguard_evals import bfcl, faults
 
 LIMIT = 6

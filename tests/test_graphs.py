@@ -1,4 +1,9 @@
-"""Prebuilt graphs: create_guarded_agent (interrupts, async, streaming) vs create_plain_agent."""
+"""Prebuilt graphs: create_guarded_agent (create_agent + middleware), create_guarded_graph (the
+hand-built StateGraph of toolguard's nodes) and create_plain_agent.
+
+Behaviour tests run on both guarded surfaces (``surface`` fixture): they run the same engine
+and step planner, so a user gets the same answers whichever they pick.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,15 @@ from langgraph.types import Command
 
 from toolguard import Guard, ToolSpec
 from toolguard.testing import ScriptedChatModel
-from toolguard_graphs import create_guarded_agent, create_plain_agent
+from toolguard_graphs import create_guarded_agent, create_guarded_graph, create_plain_agent
+
+SURFACES = {"middleware": create_guarded_agent, "nodes": create_guarded_graph}
+
+
+@pytest.fixture(params=list(SURFACES))
+def surface(request: pytest.FixtureRequest) -> Any:
+    """``create_guarded_agent`` (middleware) or ``create_guarded_graph`` (nodes)."""
+    return SURFACES[request.param]
 
 REQUEST = "What's the weather and the local time in Paris? Then email ops@example.com the report."
 
@@ -105,7 +118,20 @@ def test_allowed_parallel_calls_all_execute(recorder: Recorder) -> None:
     assert_every_call_answered_once(out["messages"])
 
 
-def test_ask_user_interrupt_payload_resume_and_counters_survive(recorder: Recorder) -> None:
+def assert_ask_payload(value: dict[str, Any], questions: list[dict[str, Any]]) -> None:
+    """The HITL-shaped toolguard.ask_user payload (toolguard.protocol) for these questions."""
+    assert value["type"] == "toolguard.ask_user"
+    assert [{k: q[k] for k in ("tool_call_id", "tool_name", "question", "missing")}
+            for q in value["questions"]] == questions
+    assert [a["name"] for a in value["action_requests"]] == [q["tool_name"] for q in questions]
+    assert [a["description"] for a in value["action_requests"]] == [
+        q["question"] for q in questions]
+    assert [c["allowed_decisions"] for c in value["review_configs"]] == [
+        ["respond", "edit", "approve", "reject"]] * len(questions)
+
+
+def test_ask_user_interrupt_payload_resume_and_counters_survive(
+        recorder: Recorder, surface: Any) -> None:
     model = ScriptedChatModel(script=[
         ai_calls(("get_time", {"city": "Paris"}, "t")),
         ai_calls(("get_weather", {"city": "Reykjavik"}, "w"),
@@ -113,32 +139,34 @@ def test_ask_user_interrupt_payload_resume_and_counters_survive(recorder: Record
         ai_calls(("get_weather", {"city": "Lyon"}, "w2")),
         AIMessage("Lyon: sunny."),
     ])
-    graph = create_guarded_agent(model, recorder.tools(), checkpointer=InMemorySaver())
+    graph = surface(model, recorder.tools(), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "ask"}}
     first = graph.invoke({"messages": [HumanMessage("Time in Paris, then the weather please")]},
                          config)
     (interrupt,) = first["__interrupt__"]
-    assert interrupt.value == {
-        "type": "toolguard.ask_user",
-        "questions": [{"tool_call_id": "w", "tool_name": "get_weather",
-                       "question": "Which city should I use for get_weather?",
-                       "missing": ["city"]}],
-    }
+    assert_ask_payload(interrupt.value, [{
+        "tool_call_id": "w", "tool_name": "get_weather",
+        "question": "Which city should I use for get_weather?", "missing": ["city"]}])
+    assert interrupt.value["action_requests"][0]["args"] == {"city": "Reykjavik"}
     snapshot = graph.get_state(config)
-    assert snapshot.next == ("ask_user",)  # the verdicts wait in graph state, not in memory
-    assert snapshot.values["toolguard_pending"][0]["tool_call_id"] == "w"
-    assert snapshot.values["toolguard"]["checked"] == 3  # both guard steps finished
+    # the verdicts wait in graph state (checkpointed), not in process memory
+    if surface is create_guarded_agent:
+        assert snapshot.next == ("GuardMiddleware.after_model",)
+        assert snapshot.values["toolguard_verdicts"]["verdicts"][0]["tool_call_id"] == "w"
+    else:
+        assert snapshot.next == ("ask_user",)
+        assert snapshot.values["toolguard_pending"]["verdicts"][0]["tool_call_id"] == "w"
     assert recorder.calls == [("get_time", {"city": "Paris"})]
 
     out = graph.invoke(Command(resume="Lyon"), config)
     answer = answers_by_id(out["messages"])["w"][0]
     assert "The user answered: Lyon" in answer.content
-    assert answer.status == "error"  # the guessed call itself was not executed
+    assert answer.artifact["toolguard"]["answer"] == "respond"  # toolguard's, not the tool's
     assert recorder.calls == [("get_time", {"city": "Paris"}), ("get_weather", {"city": "Lyon"})]
     assert out["messages"][-1].content == "Lyon: sunny."
     assert_every_call_answered_once(out["messages"])
     final = graph.get_state(config).values["toolguard"]
-    # 1 + 2 + 1 calls, each counted once although the guard node ran twice for the interrupt
+    # 1 + 2 + 1 calls, each counted once although a node ran twice for the interrupt
     assert final["checked"] == 4
     assert final["asked_user"] == 1 and final["content"] == 1
     assert final["blocked"] == 1 and final["timing"] == 1
@@ -207,17 +235,19 @@ def test_ask_user_interrupt_mode_needs_a_checkpointer_end_mode_never_interrupts(
     assert out["messages"][-1].content == "Which city should I use for get_weather?"
 
 
-async def test_astream_yields_node_updates(recorder: Recorder) -> None:
+async def test_astream_yields_node_updates(recorder: Recorder, surface: Any) -> None:
     model = ScriptedChatModel(script=[
         ai_calls(("get_weather", {"city": "Paris"}, "a"), ("nope", {}, "b")),
         AIMessage("done"),
     ])
-    graph = create_guarded_agent(model, recorder.tools())
+    graph = surface(model, recorder.tools())
     order: list[str] = []
     async for chunk in graph.astream({"messages": [HumanMessage("Weather in Paris")]},
                                      stream_mode="updates"):
-        order += list(chunk)
-    assert order == ["model", "guard", "tools", "model"]
+        order += [node for node, update in chunk.items() if update]
+    guard = "GuardMiddleware.after_model" if surface is create_guarded_agent else "guard"
+    main = [n for n in order if n in ("model", guard, "tools")]
+    assert main == ["model", guard, "tools", "model"]
     assert recorder.calls == [("get_weather", {"city": "Paris"})]
 
 
@@ -233,10 +263,18 @@ def test_stream_values_end_with_the_final_state(recorder: Recorder) -> None:
 def test_graph_shape() -> None:
     model = ScriptedChatModel(script=[])
     guarded = create_guarded_agent(model, Recorder().tools()).get_graph()
-    assert set(guarded.nodes) == {"__start__", "model", "guard", "ask_user", "tools",
-                                  "finish", "__end__"}
-    assert {(e.source, e.target, e.conditional) for e in guarded.edges} == {
-        ("__start__", "model", False),
+    nodes = set(guarded.nodes)
+    assert {"model", "tools", "GuardMiddleware.after_model", "GuardMiddleware.before_model",
+            "RetryControllerMiddleware.before_model"} <= nodes
+    edges = {(e.source, e.target) for e in guarded.edges}
+    assert ("GuardMiddleware.after_model", "tools") in edges  # allowed calls run
+    assert ("GuardMiddleware.after_model", "__end__") in edges  # a question ends the turn
+    hand_built = create_guarded_graph(model, Recorder().tools()).get_graph()
+    assert set(hand_built.nodes) == {"__start__", "repair", "model", "guard", "ask_user",
+                                     "tools", "retry_gate", "__end__"}
+    assert {(e.source, e.target, e.conditional) for e in hand_built.edges} == {
+        ("__start__", "repair", False),
+        ("repair", "model", False),
         ("model", "guard", True),
         ("model", "__end__", True),
         ("guard", "ask_user", True),
@@ -246,17 +284,13 @@ def test_graph_shape() -> None:
         ("ask_user", "tools", True),
         ("ask_user", "model", True),
         ("ask_user", "__end__", True),
-        ("tools", "model", True),
-        ("tools", "finish", True),
-        ("finish", "__end__", False),
+        ("tools", "retry_gate", False),
+        ("retry_gate", "model", True),
+        ("retry_gate", "__end__", True),
     }
-    mermaid = guarded.draw_mermaid()
-    assert "model -.-> guard;" in mermaid
-    assert "guard -.-> tools;" in mermaid
     plain = create_plain_agent(model, Recorder().tools()).get_graph()
-    assert set(plain.nodes) == {"__start__", "model", "tools", "__end__"}
-    assert {(e.source, e.target) for e in plain.edges} == {
-        ("__start__", "model"), ("model", "tools"), ("model", "__end__"), ("tools", "model")}
+    assert {"model", "tools"} <= set(plain.nodes)
+    assert not any(n.startswith(("Guard", "Precheck")) for n in plain.nodes)
 
 
 def test_plain_agent_executes_the_hallucinated_call(recorder: Recorder) -> None:

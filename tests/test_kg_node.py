@@ -14,11 +14,11 @@ from langgraph.prebuilt import ToolNode
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
-from toolguard import Guard, GuardNode
+from toolguard import Guard
 from toolguard.kg import KnowledgeGraph
-from toolguard.kg.node import EXTRA_INFO, KGResolveNode
+from toolguard.kg.request import EXTRA_INFO
 from toolguard.kg.store import KGStore
-from toolguard.node import needs_guard
+from toolguard.nodes import GuardNode, KGResolveNode, needs_guard
 from toolguard.testing import ScriptedChatModel
 
 U1 = [("Bob", "mother", "Alice"), ("Alice", "favourite_restaurant", "Chez Paul"),

@@ -14,8 +14,9 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
-from toolguard import Guard, GuardNode, GuardState, merge_counters
-from toolguard.node import count_verdicts, needs_guard
+from toolguard import Guard
+from toolguard.nodes import GuardNode, GuardState, needs_guard
+from toolguard.state import count_verdicts, merge_counters
 from toolguard.testing import ScriptedChatModel
 
 
@@ -149,9 +150,9 @@ def test_needs_guard_wiring_answers_calls_with_only_malformed_arguments(
 
 
 def test_documented_wiring_uses_needs_guard() -> None:
-    import toolguard.node
+    import toolguard.nodes.guard
 
-    doc = toolguard.node.__doc__ or ""
+    doc = toolguard.nodes.guard.__doc__ or ""
     assert "needs_guard" in doc and "tools_condition" not in doc
 
 

@@ -84,8 +84,18 @@ def test_every_sub_package_is_listed_in_pyproject() -> None:
 
 def test_the_wheel_installs_no_generic_top_level_package(tmp_path: Path) -> None:
     pytest.importorskip("setuptools", minversion="77")
+    # build from a copy of the tracked files: setuptools keeps stale files in build/
+    src = tmp_path / "src"
+    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, tracked):
+        path = ROOT / name
+        if path.is_file() and not path.is_symlink():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_bytes(path.read_bytes())
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+                    "-q", "-w", str(tmp_path), str(src)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("toolguard_agents-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}

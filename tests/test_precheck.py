@@ -145,12 +145,13 @@ def test_current_request_joins_an_answer_to_its_question() -> None:
         HumanMessage("Game 12345."),
     ]
     assert current_request(msgs) == "Give me the details of the game.\nGame 12345."
-    # an ordinary answer ends the request; a tool result after it does not matter
-    done = [HumanMessage("first"), AIMessage("ok"), HumanMessage("second"),
+    # a new request after an answer stands alone; a tool result after it does not matter
+    first, second = "Book the 8:15 train to Lyon.", "What's the weather in Oslo tomorrow?"
+    done = [HumanMessage(first), AIMessage("Booked."), HumanMessage(second),
             AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "1"}]),
             ToolMessage("id 77", tool_call_id="1")]
-    assert current_request(done) == "second"
-    assert context_texts(done) == ["first", "second", "id 77"]
+    assert current_request(done) == second
+    assert context_texts(done) == [first, second, "id 77"]
     # the guard's question ends a step with calls and results: the answer joins the request
     guard_step = [HumanMessage("What's the weather?"),
                   AIMessage("", tool_calls=[{"name": "w", "args": {}, "id": "1"}]),

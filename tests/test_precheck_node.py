@@ -17,11 +17,19 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from toolguard.nodes import PrecheckAskNode, PrecheckNode, PrecheckState
 from toolguard.precheck import MARK_KEY, Precheck
-from toolguard.precheck_node import PrecheckAskNode, PrecheckNode, PrecheckState
 from toolguard.testing import ScriptedChatModel
 from toolguard_evals.abstain import DEFAULT_RTB_DIR, Case, load_multi_turn_cases, load_relytoolbench
-from toolguard_graphs import create_guarded_agent
+from toolguard_graphs import create_guarded_agent, create_guarded_graph
+
+SURFACES = {"middleware": create_guarded_agent, "nodes": create_guarded_graph}
+
+
+@pytest.fixture(params=list(SURFACES))
+def surface(request: pytest.FixtureRequest) -> Any:
+    """``create_guarded_agent`` (PrecheckMiddleware) or ``create_guarded_graph`` (nodes)."""
+    return SURFACES[request.param]
 
 ORIGINAL = "G1_instruction:588"
 MISSING = "G1_instruction_missing_all_arguments:2399"
@@ -65,11 +73,11 @@ NO_TYPE = {"detectors": ["format", "timing", "content"]}
 GAME = ai_calls(("get_a_specific_game_for_free_nba", {"is_id": "12345"}, "g1"))
 
 
-def test_no_suitable_tool_never_reaches_a_tool() -> None:
+def test_no_suitable_tool_never_reaches_a_tool(surface: Any) -> None:
     case = _cases()[UNMATCHED]
     rec = ToolRecorder(case)
     model = ScriptedChatModel(script=[_first_call(case), AIMessage("done")])
-    graph = create_guarded_agent(model, rec.tools, precheck="deterministic")
+    graph = surface(model, rec.tools, precheck="deterministic")
     out = graph.invoke({"messages": case.messages})
     assert rec.calls == []
     assert model.position == 0  # the model never acted
@@ -80,12 +88,11 @@ def test_no_suitable_tool_never_reaches_a_tool() -> None:
     assert out["toolguard"] == {"precheck_no_suitable_tool": 1}
 
 
-def test_ask_user_interrupts_and_the_answer_reaches_the_model() -> None:
+def test_ask_user_interrupts_and_the_answer_reaches_the_model(surface: Any) -> None:
     case = _cases()[MISSING]
     rec = ToolRecorder(case)
     model = ScriptedChatModel(script=[GAME, AIMessage("done")])
-    graph = create_guarded_agent(model, rec.tools, precheck="deterministic",
-                                 checkpointer=InMemorySaver())
+    graph = surface(model, rec.tools, precheck="deterministic", checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "ask"}}
     first = graph.invoke({"messages": case.messages}, config)
     (intr,) = first["__interrupt__"]
@@ -94,7 +101,10 @@ def test_ask_user_interrupts_and_the_answer_reaches_the_model() -> None:
     assert question["tool_call_id"] is None and question["missing"]
     assert question["tool_name"] in {t.name for t in case.tools}
     assert rec.calls == [] and model.position == 0
-    assert graph.get_state(config).next == ("precheck_ask",)
+    assert graph.get_state(config).next == (
+        ("PrecheckMiddleware.after_model",) if surface is create_guarded_agent
+        else ("precheck_ask",))
+    assert graph.get_state(config).values["toolguard_precheck"]["decision"] == "ask_user"
 
     out = graph.invoke(Command(resume="The game ID is 12345."), config)
     assert model.position == 2  # the model acted after the answer
@@ -103,16 +113,16 @@ def test_ask_user_interrupts_and_the_answer_reaches_the_model() -> None:
     assert asked.response_metadata[MARK_KEY] == "ask_user"
     assert isinstance(answered, HumanMessage)
     assert model.calls[0][-1].content == "The game ID is 12345."
-    assert out["toolguard_precheck"] is None
+    assert graph.get_state(config).values["toolguard_precheck"] is None
     assert out["toolguard"]["precheck_ask_user"] == 1
     assert_every_call_answered_once(out["messages"])
 
 
-def test_ask_user_without_checkpointer_ends_the_turn_with_the_question() -> None:
+def test_ask_user_without_checkpointer_ends_the_turn_with_the_question(surface: Any) -> None:
     case = _cases()[MISSING]
     rec = ToolRecorder(case)
     model = ScriptedChatModel(script=[GAME, AIMessage("done")])
-    graph = create_guarded_agent(model, rec.tools, precheck="deterministic")
+    graph = surface(model, rec.tools, precheck="deterministic")
     out = graph.invoke({"messages": case.messages})
     assert rec.calls == [] and model.position == 0
     last = out["messages"][-1]
@@ -164,32 +174,30 @@ def test_llm_precheck_in_the_graph_with_retry_and_fallback() -> None:
     assert out["messages"][-1].response_metadata["toolguard_precheck"]["attempts"] == 2
 
 
-def test_precheck_after_tools_runs_again_on_tool_results() -> None:
+def test_precheck_decides_once_per_request_not_after_tool_results(surface: Any) -> None:
     case = _cases()[ORIGINAL]
     rec = ToolRecorder(case)
     model = ScriptedChatModel(script=[MESSI, AIMessage("done")])
-    graph = create_guarded_agent(model, rec.tools, precheck="deterministic",
-                                 precheck_after_tools=True, **NO_TYPE)
-    order: list[str] = []
-    for chunk in graph.stream({"messages": case.messages}, stream_mode="updates"):
-        order += list(chunk)
-    assert order == ["precheck", "model", "guard", "tools", "precheck", "model"]
-    assert len(rec.calls) == 1
+    graph = surface(model, rec.tools, precheck="deterministic", **NO_TYPE)
+    out = graph.invoke({"messages": case.messages})
+    assert len(rec.calls) == 1 and model.position == 2  # two model calls ...
+    assert out["toolguard"]["precheck_proceed"] == 1  # ... one decision
 
 
 def test_graph_shape_with_precheck_and_bad_options() -> None:
     case = _cases()[ORIGINAL]
     rec = ToolRecorder(case)
-    graph = create_guarded_agent(ScriptedChatModel(script=[]), rec.tools,
+    graph = create_guarded_graph(ScriptedChatModel(script=[]), rec.tools,
                                  precheck="deterministic").get_graph()
     edges = {(e.source, e.target) for e in graph.edges}
-    assert {("__start__", "precheck"), ("precheck", "model"), ("precheck", "precheck_ask"),
-            ("precheck", "__end__"), ("precheck_ask", "model"), ("tools", "model")} <= edges
-    assert ("__start__", "model") not in edges
+    assert {("repair", "precheck"), ("precheck", "model"), ("precheck", "precheck_ask"),
+            ("precheck", "__end__"), ("precheck_ask", "model")} <= edges
+    assert ("repair", "model") not in edges
+    agent = create_guarded_agent(ScriptedChatModel(script=[]), rec.tools,
+                                 precheck="deterministic").get_graph()
+    assert "PrecheckMiddleware.after_model" in agent.nodes
     with pytest.raises(ValueError, match="unknown pre-check mode"):
         create_guarded_agent(ScriptedChatModel(script=[]), rec.tools, precheck="maybe")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="needs a precheck"):
-        create_guarded_agent(ScriptedChatModel(script=[]), rec.tools, precheck_after_tools=True)
     with pytest.raises(ValueError, match="ask_user must be"):
         PrecheckNode(Precheck(case.tools), ask_user="never")  # type: ignore[arg-type]
 
@@ -233,14 +241,15 @@ def test_example_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "tool executions: ['Paris', 'Paris']" in out  # the abstained request ran nothing
 
 
-def test_answer_to_a_guard_question_is_read_with_its_request(recorder: Recorder) -> None:
+def test_answer_to_a_guard_question_is_read_with_its_request(
+        recorder: Recorder, surface: Any) -> None:
     """Guard asks (content), the user answers next turn: the pre-check reads both."""
     model = ScriptedChatModel(script=[
         ai_calls(("get_weather", {"city": "Reykjavik"}, "w")),  # a city nobody named
         ai_calls(("get_weather", {"city": "Oslo"}, "w2")),
         AIMessage("Oslo: sunny."),
     ])
-    graph = create_guarded_agent(model, recorder.tools(), precheck="deterministic")
+    graph = surface(model, recorder.tools(), precheck="deterministic")
     out = graph.invoke({"messages": [HumanMessage("What's the weather like right now?")]})
     assert out["messages"][-1].content == "Which city should I use for get_weather?"
     assert recorder.calls == []

@@ -1,53 +1,59 @@
 """toolguard: make tool-calling LLM agents reliable.
 
-Public API:
+Middleware for LangChain v1 ``create_agent`` (the primary surface; :mod:`toolguard.middleware`):
 
-- :class:`Guard` checks the tool calls of an ``AIMessage`` and returns one
-  :class:`Verdict` per call (RelyToolBench's type / timing / format / content).
-- :class:`GuardNode` drops the guard into any LangGraph ``StateGraph`` between the model
-  node and the tool node.
-- :class:`RetryController` retries transient tool errors a bounded number of times, then
-  skips the step or finishes (CRITICTOOL); ``toolguard.middleware`` wraps it for
-  LangChain's ``create_agent``.
-- :class:`Precheck` / :class:`PrecheckNode` decide, before the model acts, whether to
-  proceed, ask the user or say no tool fits (the ICT paper's Structured Verification).
-- :class:`KnowledgeGraph`, :class:`KGStore` and :class:`KGResolveNode` resolve personal
-  references ("my mom's favourite restaurant") through a per-user knowledge graph before
-  the model acts (FamilyTool / KGETool).
-- :class:`ToolSpec` is the typed tool description every component shares.
+- :class:`GuardMiddleware`: every proposed tool call is checked for RelyToolBench's four
+  tool-hallucination types (type, timing, format, content) before it reaches a tool.
+- :class:`PrecheckMiddleware`: the ICT paper's Structured Verification before the model
+  acts: proceed, ask the user (TalkToUser) or no suitable tool (ChangeTools).
+- :class:`KGResolveMiddleware`: personal references ("my mom's favourite restaurant")
+  through a per-user knowledge graph (FamilyTool / KGETool).
+- :class:`LoopGuardMiddleware`: stops agents that repeat failing calls or oscillate.
+- :class:`RetryControllerMiddleware`: bounded retry -> skip -> finish (CRITICTOOL).
+
+The engines under them, usable on their own: :class:`Guard` (+ the detectors),
+:class:`Precheck`, :class:`RetryController`, :class:`LoopGuard`, :class:`KnowledgeGraph`
+/ :class:`KGStore`; the one conversation reader :class:`Conversation`.  LangGraph nodes
+for hand-built graphs are in :mod:`toolguard.nodes`.  Errors derive from
+:class:`ToolguardError` (:mod:`toolguard.errors`).
 """
 
-from toolguard.controller import (
-    Classification,
-    RetryController,
-    ToolPolicy,
-    classify_exception,
-    classify_result,
-)
+from toolguard.conversation import Conversation, Goal
 from toolguard.detectors import (
+    DETECTORS,
     ContentDetector,
     Detector,
     FormatDetector,
     TimingDetector,
     TypeDetector,
+    register_detector,
+)
+from toolguard.errors import (
+    ConfigurationError,
+    InputError,
+    KGError,
+    LoopDetectedError,
+    ResumeError,
+    ToolguardError,
+    ToolSpecError,
 )
 from toolguard.guard import Guard
 from toolguard.kg import (
     DeterministicPathGenerator,
-    KGResolveNode,
     KGStore,
     KnowledgeGraph,
     LLMPathGenerator,
     Resolution,
     kg_search,
 )
-from toolguard.node import (
-    AskUserNode,
-    GuardCounters,
-    GuardNode,
-    GuardState,
-    merge_counters,
-    needs_guard,
+from toolguard.loop import LoopGuard
+from toolguard.middleware import (
+    GuardMiddleware,
+    KGResolveMiddleware,
+    LoopGuardMiddleware,
+    PrecheckMiddleware,
+    RetryControllerMiddleware,
+    not_answered_by_guard,
 )
 from toolguard.precheck import (
     Precheck,
@@ -56,7 +62,7 @@ from toolguard.precheck import (
     PrecheckMode,
     StructuredVerificationAnswer,
 )
-from toolguard.precheck_node import PrecheckAskNode, PrecheckNode, PrecheckState
+from toolguard.protocol import AskQuestion, AskUserRequest
 from toolguard.relevance import (
     EmbeddingRelevanceJudge,
     LexicalRelevanceJudge,
@@ -64,51 +70,68 @@ from toolguard.relevance import (
     RelevanceJudge,
     RelevanceResult,
 )
+from toolguard.retry import (
+    Classification,
+    RetryController,
+    ToolPolicy,
+    classify_exception,
+    classify_result,
+)
 from toolguard.specs import ToolSpec
 from toolguard.types import Action, Evidence, HallucinationType, Verdict
 
 __all__ = [
+    "DETECTORS",
     "Action",
-    "AskUserNode",
+    "AskQuestion",
+    "AskUserRequest",
     "Classification",
+    "ConfigurationError",
     "ContentDetector",
+    "Conversation",
     "Detector",
     "DeterministicPathGenerator",
     "EmbeddingRelevanceJudge",
     "Evidence",
     "FormatDetector",
+    "Goal",
     "Guard",
-    "GuardCounters",
-    "GuardNode",
-    "GuardState",
+    "GuardMiddleware",
     "HallucinationType",
-    "KGResolveNode",
+    "InputError",
+    "KGError",
+    "KGResolveMiddleware",
     "KGStore",
     "KnowledgeGraph",
     "LLMPathGenerator",
     "LLMRelevanceJudge",
     "LexicalRelevanceJudge",
+    "LoopDetectedError",
+    "LoopGuard",
+    "LoopGuardMiddleware",
     "Precheck",
-    "PrecheckAskNode",
     "PrecheckDecision",
     "PrecheckLabel",
+    "PrecheckMiddleware",
     "PrecheckMode",
-    "PrecheckNode",
-    "PrecheckState",
     "RelevanceJudge",
     "RelevanceResult",
     "Resolution",
+    "ResumeError",
     "RetryController",
+    "RetryControllerMiddleware",
     "StructuredVerificationAnswer",
     "TimingDetector",
     "ToolPolicy",
     "ToolSpec",
+    "ToolSpecError",
+    "ToolguardError",
     "TypeDetector",
     "Verdict",
     "classify_exception",
     "classify_result",
     "kg_search",
-    "merge_counters",
-    "needs_guard",
+    "not_answered_by_guard",
+    "register_detector",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -27,14 +27,9 @@ from langchain_core.messages import BaseMessage
 from langgraph.errors import GraphBubbleUp
 
 from toolguard.context import CheckContext, ProposedCall, build_context
-from toolguard.detectors import (
-    ContentDetector,
-    Detector,
-    FormatDetector,
-    TimingDetector,
-    TypeDetector,
-)
+from toolguard.detectors import DETECTORS, Detector, DetectorOptions
 from toolguard.detectors.content import ContentLLMMode
+from toolguard.errors import ConfigurationError
 from toolguard.relevance import (
     EmbeddingRelevanceJudge,
     LexicalRelevanceJudge,
@@ -42,12 +37,13 @@ from toolguard.relevance import (
     RelevanceJudge,
 )
 from toolguard.specs import ToolSpec, to_specs
-from toolguard.types import Evidence, HallucinationType, Verdict
+from toolguard.types import Evidence, Verdict
 
 logger = logging.getLogger("toolguard")
 
 RelevanceOption = Literal["lexical", "embedding", "llm", "off"]
-DEFAULT_DETECTORS: tuple[HallucinationType, ...] = ("type", "format", "timing", "content")
+DEFAULT_DETECTORS: tuple[str, ...] = ("type", "format", "timing", "content")
+"""RelyToolBench's four types, in the order they run (cheap and decisive first)."""
 
 
 class Guard:
@@ -60,7 +56,8 @@ class Guard:
     Args:
         tools: LangChain tools, OpenAI function dicts, BFCL docs, ToolBench ``api_list``
             entries or :class:`~toolguard.specs.ToolSpec` s.
-        detectors: Detector names or instances, in the order they run.
+        detectors: Detector kinds (any registered in
+            :data:`~toolguard.detectors.DETECTORS`) or instances, in the order they run.
         relevance: Relevance judge for existing tools: ``"lexical"`` (default),
             ``"embedding"`` (needs the ``embed`` extra), ``"llm"`` (needs ``judge_model``),
             ``"off"``, or a :class:`~toolguard.relevance.RelevanceJudge`.
@@ -69,43 +66,40 @@ class Guard:
         content_llm_mode: See :class:`~toolguard.detectors.ContentDetector`.
         fail_open: When a detector raises, allow the call (``True``, default: the guard never
             breaks an agent) or block it (``False``); the error is in the verdict's evidence.
+        detector_options: Keyword options for registered third-party detectors, by kind.
 
     Raises:
-        TypeError: If a tool is of no supported form.
-        ValueError: For duplicate tool names, unknown detector names or an option that needs
-            ``judge_model`` without one.
+        toolguard.errors.ToolSpecError: A tool is of no supported form (a ``TypeError``).
+        toolguard.errors.ConfigurationError: Duplicate tool names, an unknown detector or
+            relevance option, or an option that needs ``judge_model`` without one (a
+            ``ValueError``).
     """
 
     def __init__(
         self,
         tools: Iterable[Any],
         *,
-        detectors: Sequence[HallucinationType | Detector] = DEFAULT_DETECTORS,
+        detectors: Sequence[str | Detector] = DEFAULT_DETECTORS,
         relevance: RelevanceOption | RelevanceJudge = "lexical",
         judge_model: BaseChatModel | None = None,
         content_llm_mode: ContentLLMMode | None = None,
         fail_open: bool = True,
+        detector_options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.specs: dict[str, ToolSpec] = {s.name: s for s in to_specs(tools)}
         self.fail_open = fail_open
-        judge = _relevance_judge(relevance, judge_model)
+        options = DetectorOptions(relevance=_relevance_judge(relevance, judge_model),
+                                  judge_model=judge_model, content_llm_mode=content_llm_mode,
+                                  extra=dict(detector_options or {}))
         self.detectors: list[Detector] = []
         for d in detectors:
             if isinstance(d, Detector):
                 self.detectors.append(d)
-            elif d == "type":
-                self.detectors.append(TypeDetector(judge=judge))
-            elif d == "format":
-                self.detectors.append(FormatDetector())
-            elif d == "timing":
-                self.detectors.append(TimingDetector())
-            elif d == "content":
-                self.detectors.append(
-                    ContentDetector(judge_model=judge_model, llm_mode=content_llm_mode)
-                )
+            elif isinstance(d, str) and d in DETECTORS:
+                self.detectors.append(DETECTORS[d].from_options(options))
             else:
-                raise ValueError(
-                    f"unknown detector {d!r}; expected one of {DEFAULT_DETECTORS} or a Detector"
+                raise ConfigurationError(
+                    f"unknown detector {d!r}; expected one of {list(DETECTORS)} or a Detector"
                 )
 
     @property
@@ -133,7 +127,8 @@ class Guard:
             An ``AIMessage`` with no calls gives ``[]``.
 
         Raises:
-            ValueError: If ``messages`` is empty or does not end with an ``AIMessage``.
+            toolguard.errors.InputError: ``messages`` is empty or does not end with an
+                ``AIMessage`` (a ``ValueError``).
         """
         ctx = self.context(messages, extra_grounding=extra_grounding)
         return [self._check_call(call, ctx) for call in ctx.calls]
@@ -207,9 +202,9 @@ def _relevance_judge(
         return EmbeddingRelevanceJudge()
     if relevance == "llm":
         if judge_model is None:
-            raise ValueError("relevance='llm' needs judge_model")
+            raise ConfigurationError("relevance='llm' needs judge_model")
         return LLMRelevanceJudge(judge_model)
-    raise ValueError(
+    raise ConfigurationError(
         f"unknown relevance option {relevance!r}; expected lexical, embedding, llm, off "
         "or a RelevanceJudge"
     )

@@ -4,7 +4,8 @@ Sync and async share :func:`build_messages` and :func:`parse_label`; only the mo
 call differs.  A judge never raises on a bad model answer: an answer with no valid
 label is ``Unsure`` (the guard then lets the call through), and a model error is
 reported in the result's ``reason``.  Graph control signals (``GraphBubbleUp``) are
-re-raised.
+re-raised.  Judge calls are internal (:func:`toolguard.state.internal_config`): they never
+appear in the user's ``stream_mode="messages"`` stream.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ConfigDict
 
 from toolguard.context import message_text
+from toolguard.errors import ConfigurationError
 from toolguard.prompts import load_prompt
+from toolguard.state import internal_config
 
 
 class JudgeResult(BaseModel):
@@ -51,7 +54,7 @@ class LLMJudge:
 
     def __init__(self, model: BaseChatModel, *, prompt: str, labels: Sequence[str]) -> None:
         if not labels:
-            raise ValueError("labels must not be empty")
+            raise ConfigurationError("labels must not be empty")
         self.model = model
         self.prompt_name = prompt
         self.template = load_prompt(prompt)
@@ -64,7 +67,8 @@ class LLMJudge:
     def judge(self, **fields: Any) -> JudgeResult:
         """Label synchronously."""
         try:
-            answer = self.model.invoke(self.build_messages(**fields))
+            answer = self.model.invoke(self.build_messages(**fields),
+                                       internal_config(f"judge.{self.prompt_name}"))
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a judge failure must not crash the user's graph
@@ -74,7 +78,8 @@ class LLMJudge:
     async def ajudge(self, **fields: Any) -> JudgeResult:
         """Label asynchronously."""
         try:
-            answer = await self.model.ainvoke(self.build_messages(**fields))
+            answer = await self.model.ainvoke(self.build_messages(**fields),
+                                              internal_config(f"judge.{self.prompt_name}"))
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a judge failure must not crash the user's graph

@@ -27,7 +27,7 @@ unguarded:
   prompt) checks the last call against the history.  A call it refuses is not executed: the
   answer is ``"Not executed by toolguard: <reason>"`` plus the CRITICTOOL category the
   verdict maps to.  An allowed call keeps its real answer, passed through
-  :class:`toolguard.controller.RetryController`, which adds the category to an error answer
+  :class:`toolguard.retry.RetryController`, which adds the category to an error answer
   (``"Error category: tool hallucination error ... Correct the call ..."``).
 - external records: the failed call goes through :class:`RetryController`
   (``max_retries = retry_limit``, ``on_exhausted`` = the mode, no sleeping; the tool is
@@ -65,8 +65,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from toolguard.context import message_text
-from toolguard.controller import CATEGORY_TEXT, RetryController, classify_result
 from toolguard.guard import Guard
+from toolguard.retry import CATEGORY_TEXT, RetryController, classify_result
 from toolguard.specs import ToolSpec
 from toolguard.types import Verdict
 from toolguard_evals.critictool.data import (

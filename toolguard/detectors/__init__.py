@@ -1,9 +1,25 @@
-"""The four tool-hallucination detectors of RelyToolBench's taxonomy, one module each."""
+"""Tool-hallucination detectors, one module each, registered by kind.
 
-from toolguard.detectors.base import Detector
+RelyToolBench's four types: :class:`TypeDetector` (fabricated or irrelevant tool),
+:class:`FormatDetector` (JSON, keys, types), :class:`TimingDetector` (identical repeat),
+:class:`ContentDetector` (values not grounded in the conversation).  A new detector is a
+module with a :class:`Detector` subclass decorated with :func:`register_detector`, imported
+here (see :mod:`toolguard.detectors.base`).
+"""
+
+from toolguard.detectors.base import DETECTORS, Detector, DetectorOptions, register_detector
 from toolguard.detectors.content import ContentDetector
 from toolguard.detectors.format import FormatDetector
 from toolguard.detectors.timing import TimingDetector
 from toolguard.detectors.type import TypeDetector
 
-__all__ = ["ContentDetector", "Detector", "FormatDetector", "TimingDetector", "TypeDetector"]
+__all__ = [
+    "DETECTORS",
+    "ContentDetector",
+    "Detector",
+    "DetectorOptions",
+    "FormatDetector",
+    "TimingDetector",
+    "TypeDetector",
+    "register_detector",
+]

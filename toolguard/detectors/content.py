@@ -30,7 +30,8 @@ from langchain_core.language_models import BaseChatModel
 from rapidfuzz import fuzz
 
 from toolguard.context import CheckContext, ProposedCall
-from toolguard.detectors.base import Detector
+from toolguard.detectors.base import Detector, DetectorOptions, register_detector
+from toolguard.errors import ConfigurationError
 from toolguard.judge import JudgeResult, LLMJudge
 from toolguard.specs import ToolSpec
 from toolguard.text import normalize
@@ -226,6 +227,7 @@ def iter_leaves(
         yield path, value, sch
 
 
+@register_detector
 class ContentDetector(Detector):
     """Flags argument values that need user-given facts and appear nowhere in the conversation.
 
@@ -271,6 +273,16 @@ class ContentDetector(Detector):
             if judge_model is not None
             else None
         )
+
+    @classmethod
+    def from_options(cls, options: DetectorOptions) -> ContentDetector:
+        """The detector with the guard's judge model and content LLM mode."""
+        mode = options.content_llm_mode
+        if mode is not None and mode not in ("off", "confirm", "always"):
+            raise ConfigurationError(
+                f"content_llm_mode must be 'off', 'confirm' or 'always', got {mode!r}")
+        return cls(judge_model=options.judge_model,
+                   llm_mode=mode)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ rules
     def ungrounded(self, call: ProposedCall, ctx: CheckContext) -> list[tuple[str, Any, str]]:

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from toolguard.context import CheckContext, ProposedCall
-from toolguard.detectors.base import Detector
+from toolguard.detectors.base import Detector, register_detector
 from toolguard.specs import ToolSpec
 from toolguard.types import Evidence, Verdict
 
@@ -36,6 +36,7 @@ _CODES = {
 }
 
 
+@register_detector
 class FormatDetector(Detector):
     """Invalid JSON, unknown keys, missing required keys, wrong types, enum/format violations.
 

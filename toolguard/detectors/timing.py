@@ -28,12 +28,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from toolguard.context import CheckContext, ProposedCall, canonical_args
-from toolguard.detectors.base import Detector
+from toolguard.detectors.base import Detector, register_detector
 from toolguard.types import Evidence, Verdict
 
 _MAX_REPLAY_CHARS = 4000
 
 
+@register_detector
 class TimingDetector(Detector):
     """Flags a repeat of a call that already succeeded with identical arguments.
 

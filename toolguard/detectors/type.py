@@ -15,11 +15,12 @@ from typing import ClassVar
 from rapidfuzz import process
 
 from toolguard.context import CheckContext, ProposedCall
-from toolguard.detectors.base import Detector
+from toolguard.detectors.base import Detector, DetectorOptions, register_detector
 from toolguard.relevance import RelevanceJudge, RelevanceResult
 from toolguard.types import Evidence, Verdict
 
 
+@register_detector
 class TypeDetector(Detector):
     """Blocks fabricated tools and judges the relevance of existing ones.
 
@@ -36,6 +37,11 @@ class TypeDetector(Detector):
 
     def __init__(self, *, judge: RelevanceJudge | None = None) -> None:
         self.judge = judge
+
+    @classmethod
+    def from_options(cls, options: DetectorOptions) -> TypeDetector:
+        """The detector with the guard's relevance judge."""
+        return cls(judge=options.relevance)
 
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
         """Fabricated tool first, then relevance."""

@@ -1,4 +1,4 @@
-"""Knowledge-graph parameter resolution (KGETool, FamilyTool paper; issue 4).
+"""Knowledge-graph parameter resolution (KGETool, FamilyTool paper).
 
 - :class:`KnowledgeGraph` (``toolguard.kg.graph``): triples on networkx, FamilyTool's
   greedy extraction, ``KG.search`` parsing and the exact / GS / RR extraction modes.
@@ -8,8 +8,8 @@
 - :class:`LLMPathGenerator` (``toolguard.kg.llm``): KGETool's ``KG.search`` prompt with
   any LangChain chat model.
 - :class:`KGStore` (``toolguard.kg.store``): per-user KGs in a LangGraph ``BaseStore``.
-- :class:`KGResolveNode` (``toolguard.kg.node``): the LangGraph node that resolves the
-  user's request before the model, or asks the user for a missing link.
+- ``toolguard.kg.request``: rewriting the user's request with the resolved sub-KG, shared
+  by :class:`~toolguard.KGResolveMiddleware` and :class:`~toolguard.nodes.KGResolveNode`.
 - ``toolguard.kg.embed.EmbeddingSimilarity``: optional relation-name embedding
   similarity (``embed`` extra); not imported here.
 """
@@ -25,7 +25,7 @@ from toolguard.kg.graph import (
     search_program,
 )
 from toolguard.kg.llm import LLMPathGenerator
-from toolguard.kg.node import EXTRA_INFO, KGResolveNode, format_sub_kg
+from toolguard.kg.request import EXTRA_INFO, format_sub_kg
 from toolguard.kg.resolver import DeterministicPathGenerator, Resolution, relation_stem
 from toolguard.kg.store import KGStore
 
@@ -34,7 +34,6 @@ __all__ = [
     "EXTRA_INFO",
     "DeterministicPathGenerator",
     "ExtractionMode",
-    "KGResolveNode",
     "KGStore",
     "KnowledgeGraph",
     "LLMPathGenerator",

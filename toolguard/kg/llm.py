@@ -14,8 +14,10 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from toolguard.errors import ConfigurationError
 from toolguard.kg.graph import ExtractionMode, KnowledgeGraph, kg_search, parse_search_calls
 from toolguard.prompts import load_prompt
+from toolguard.state import internal_config
 
 
 def _text(message: BaseMessage) -> str:
@@ -42,7 +44,7 @@ class LLMPathGenerator:
                  prompt: str = "kg_search") -> None:
         template = load_prompt(prompt)
         if "{relations}" not in template:
-            raise ValueError(f"prompt {prompt!r} has no {{relations}} placeholder")
+            raise ConfigurationError(f"prompt {prompt!r} has no {{relations}} placeholder")
         self.model = model
         self.kg = kg
         self.template = template
@@ -55,12 +57,16 @@ class LLMPathGenerator:
 
     def generate(self, query: str, **kwargs: Any) -> str:
         """The model's raw answer (``""`` for an empty one)."""
-        reply = self.model.invoke(self.messages(query), **kwargs)
+        config = kwargs.pop("config", None)
+        reply = self.model.invoke(self.messages(query), internal_config("kg.generate", config),
+                                  **kwargs)
         return _text(reply) if isinstance(reply, AIMessage | BaseMessage) else str(reply)
 
     async def agenerate(self, query: str, **kwargs: Any) -> str:
         """Async twin of :meth:`generate`."""
-        reply = await self.model.ainvoke(self.messages(query), **kwargs)
+        config = kwargs.pop("config", None)
+        reply = await self.model.ainvoke(self.messages(query),
+                                         internal_config("kg.generate", config), **kwargs)
         return _text(reply) if isinstance(reply, AIMessage | BaseMessage) else str(reply)
 
     def extract(self, response: str, *, mode: ExtractionMode = "exact", k: int = 3) -> str:

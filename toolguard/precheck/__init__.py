@@ -43,17 +43,23 @@ from typing import Any, Literal, cast, get_args
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
-    AnyMessage,
     BaseMessage,
     HumanMessage,
     SystemMessage,
     ToolMessage,
-    convert_to_messages,
 )
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolguard.context import message_text
+from toolguard.conversation import (
+    MARK_KEY,
+    Conversation,
+    answers_toolguard,
+    message_text,
+    read_goal,
+)
+from toolguard.conversation import MessagesLike as _MessagesLike
+from toolguard.conversation import as_messages as _as_messages
 from toolguard.precheck.rules import (
     DeterministicRules,
     MissingInfoPolicy,
@@ -62,6 +68,7 @@ from toolguard.precheck.rules import (
 )
 from toolguard.prompts import load_prompt
 from toolguard.specs import ToolSpec, to_specs
+from toolguard.state import internal_config
 
 PrecheckLabel = Literal["proceed", "ask_user", "no_suitable_tool"]
 """``proceed`` (call tools), ``ask_user`` (TalkToUser: a needed value is missing) or
@@ -73,9 +80,6 @@ PRECHECK_MODES: tuple[PrecheckMode, ...] = get_args(PrecheckMode)
 LLM_MODES: tuple[LLMMode, ...] = get_args(LLMMode)
 PRECHECK_LABELS: tuple[PrecheckLabel, ...] = get_args(PrecheckLabel)
 
-MARK_KEY = "toolguard"
-"""``response_metadata`` key of the messages a pre-check writes for the user; its value is
-the decision (``ask_user`` / ``no_suitable_tool``)."""
 
 RETRY_INSTRUCTION = (
     "Your answer could not be used: {error}\n"
@@ -236,52 +240,27 @@ ANSWER_SCHEMAS: dict[LLMMode, type[_Answer]] = {
 
 
 # ---------------------------------------------------------------------------- messages
-MessagesLike = Sequence[AnyMessage | BaseMessage | dict[str, Any] | str | tuple[str, str]]
+MessagesLike = _MessagesLike
 
 
 def as_messages(messages: MessagesLike) -> list[BaseMessage]:
     """LangChain messages from messages, ``{"role", "content"}`` dicts, strings or tuples.
 
     Raises:
-        ValueError: If an item is of no supported form.
+        toolguard.errors.InputError: An item is of no supported form (a ``ValueError``).
     """
-    try:
-        return list(convert_to_messages(list(messages)))
-    except (ValueError, TypeError, NotImplementedError) as exc:
-        raise ValueError(f"pre-check: cannot read the messages: {exc}") from exc
-
-
-def _marked(message: BaseMessage) -> bool:
-    return isinstance(message, AIMessage) and not message.tool_calls and (
-        (message.response_metadata or {}).get(MARK_KEY) in ("ask_user", "no_suitable_tool"))
+    return _as_messages(messages)
 
 
 def current_request(messages: MessagesLike) -> str:
-    """Text of the current user request.
+    """What the user wants now: the conversation's goal text.
 
-    The last user message, joined with the user messages before it when only system
-    messages or a question to the user lie between: an ``AIMessage`` whose
-    ``response_metadata["toolguard"]`` is ``ask_user`` / ``no_suitable_tool`` (written by
-    the pre-check or the guard), with the tool calls and results of that step before it.
-    "Book a table" + (question) + "at Chez Paul, 8pm" is one request.
+    The latest user message joined with the earlier ones it answers, confirms, corrects or
+    refers to (:class:`toolguard.conversation.Goal`): "Book a table" + (a question) +
+    "at Chez Paul, 8pm" is one request, and so is "Reset my password" + "my username is
+    JaneSmith".
     """
-    msgs = as_messages(messages)
-    last = next((i for i in range(len(msgs) - 1, -1, -1)
-                 if isinstance(msgs[i], HumanMessage)), None)
-    if last is None:
-        return ""
-    parts: list[str] = []
-    answering = False  # inside the step that asked the user: skip its calls and results
-    for m in reversed(msgs[:last + 1]):
-        if isinstance(m, HumanMessage):
-            parts.append(message_text(m))
-            answering = False
-        elif _marked(m):
-            answering = True
-        elif not (isinstance(m, SystemMessage) or (
-                answering and isinstance(m, ToolMessage | AIMessage))):
-            break
-    return "\n".join(reversed(parts))
+    return read_goal(_as_messages(messages)).text
 
 
 latest_request = current_request
@@ -290,9 +269,8 @@ latest_request = current_request
 
 def context_texts(messages: MessagesLike) -> list[str]:
     """Texts a value may be grounded in: user and system messages, then tool results."""
-    msgs = as_messages(messages)
-    users = [message_text(m) for m in msgs if isinstance(m, HumanMessage | SystemMessage)]
-    return users + [message_text(m) for m in msgs if isinstance(m, ToolMessage)]
+    conv = Conversation.read(messages)
+    return [*conv.texts_from("user", "system"), *conv.texts_from("tool")]
 
 
 def render_tools(tools: Sequence[ToolSpec], *, max_chars: int = 12000) -> str:
@@ -402,6 +380,17 @@ def user_message(decision: PrecheckLabel, *, missing: Sequence[str] = (),
     return ""
 
 
+def abstain_message(decision: PrecheckDecision) -> AIMessage:
+    """The ``AIMessage`` that answers the user for an abstain decision (no tool calls).
+
+    ``response_metadata["toolguard"]`` is the decision; ``["toolguard_precheck"]`` the
+    whole :class:`PrecheckDecision`.
+    """
+    return AIMessage(decision.message or decision.reason,
+                     response_metadata={MARK_KEY: decision.decision,
+                                        "toolguard_precheck": decision.model_dump(mode="json")})
+
+
 # ---------------------------------------------------------------------------- pre-check
 class Precheck:
     """Decide ``proceed`` / ``ask_user`` / ``no_suitable_tool`` before the model acts.
@@ -471,7 +460,8 @@ class Precheck:
             while True:
                 assert self.model is not None
                 try:
-                    reply: str | Exception = message_text(self.model.invoke(prompt))
+                    reply: str | Exception = message_text(self.model.invoke(
+                        prompt, internal_config(f"precheck.{self.mode}")))
                 except GraphBubbleUp:
                     raise
                 except Exception as exc:  # a failing judge must not crash the user's graph
@@ -488,7 +478,8 @@ class Precheck:
             while True:
                 assert self.model is not None
                 try:
-                    reply: str | Exception = message_text(await self.model.ainvoke(prompt))
+                    reply: str | Exception = message_text(await self.model.ainvoke(
+                        prompt, internal_config(f"precheck.{self.mode}")))
                 except GraphBubbleUp:
                     raise
                 except Exception as exc:  # a failing judge must not crash the user's graph
@@ -552,6 +543,11 @@ class Precheck:
 
     def _deterministic(self, msgs: list[BaseMessage]) -> PrecheckDecision:
         verdict = self.rules.decide(current_request(msgs), context_texts(msgs))
+        if verdict.decision == "ask_user" and answers_toolguard(msgs):
+            return PrecheckDecision(  # never ask twice in a row: when unsure, proceed
+                decision="proceed", tool=verdict.tool, scores=verdict.scores,
+                mode="deterministic",
+                reason=f"the user just answered a question; proceeding ({verdict.reason})")
         return PrecheckDecision(
             decision=verdict.decision, reason=verdict.reason, missing=verdict.missing,
             tool=verdict.tool, scores=verdict.scores, mode="deterministic",
@@ -577,6 +573,7 @@ __all__ = [
     "RelevanceBackend",
     "StructuredVerificationAnswer",
     "ZeroShotAnswer",
+    "abstain_message",
     "as_messages",
     "context_texts",
     "current_request",

@@ -1,8 +1,9 @@
-"""The pre-check as LangGraph nodes: decide before the model acts, ask or tell the user.
+"""The pre-check as LangGraph nodes, for hand-built ``StateGraph`` s.
 
-Wiring (any ``StateGraph`` whose state has a ``messages`` channel, a last-value
-``toolguard_precheck`` channel and, optionally, the ``toolguard`` counters; see
-:class:`PrecheckState`)::
+``create_agent`` users add :class:`~toolguard.PrecheckMiddleware` instead; these nodes run
+the same engine (:class:`~toolguard.precheck.Precheck`).  Wiring (any ``StateGraph`` with a
+``messages`` channel, a last-value ``toolguard_precheck`` channel and, optionally, the
+``toolguard`` counters; see :class:`PrecheckState`)::
 
     pre = PrecheckNode(Precheck(tools))
     builder.add_node("precheck", pre)
@@ -15,21 +16,16 @@ Decisions (RelyToolBench's indecisive actions):
 
 - ``proceed``: the model acts as usual.
 - ``ask_user`` (TalkToUser): with a checkpointer the decision is stored in graph state and
-  :class:`PrecheckAskNode` interrupts with the project's ask-user payload
-  (``{"type": "toolguard.ask_user", "questions": [{"tool_call_id": None, "tool_name",
-  "question", "missing"}]}``, as :class:`toolguard.node.AskUserNode`); on
-  ``Command(resume=answer)`` the question and the answer join the conversation (an
-  ``AIMessage`` and a ``HumanMessage``) and the model acts.  Without a checkpointer the turn
-  ends with the question as an ``AIMessage`` (``response_metadata["toolguard"] ==
+  :class:`PrecheckAskNode` interrupts with an :class:`~toolguard.protocol.AskUserRequest`;
+  on ``Command(resume=answer)`` the question and the answer join the conversation (an
+  ``AIMessage`` and a ``HumanMessage``) and the model acts.  Without one the turn ends
+  with the question as an ``AIMessage`` (``response_metadata["toolguard"] ==
   "ask_user"``); the user's next message is read together with the request it answers
-  (:func:`toolguard.precheck.current_request`).
+  (the conversation's goal, :class:`~toolguard.conversation.Goal`).
 - ``no_suitable_tool`` (ChangeTools): the turn ends with an ``AIMessage`` telling the user
-  that no available tool can do it (``response_metadata["toolguard"] ==
-  "no_suitable_tool"``).
+  that no available tool can do it.
 
-In both abstain cases the model is not called, so no tool call can be made.  The decision
-stays in graph state under ``toolguard_precheck`` until answered, so a resume after a
-restart asks exactly what was asked (an LLM pre-check is not asked again).  Counters
+In both abstain cases the model is not called, so no tool call can be made.  Counters
 ``precheck_proceed`` / ``precheck_ask_user`` / ``precheck_no_suitable_tool`` are added to
 ``counters_key``.
 """
@@ -39,17 +35,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END
-from langgraph.types import interrupt
 
-from toolguard.node import AskUserMode, GuardState, can_interrupt, validate_ask_user
-from toolguard.precheck import MARK_KEY, Precheck, PrecheckDecision
+from toolguard.conversation import MARK_KEY
+from toolguard.errors import InputError
+from toolguard.nodes.guard import AskUserMode, GuardState
+from toolguard.precheck import Precheck, PrecheckDecision, abstain_message
+from toolguard.protocol import AskQuestion, ask_user
+from toolguard.state import can_interrupt, messages_of, validate_ask_user
+
+__all__ = ["PrecheckAskNode", "PrecheckNode", "PrecheckState", "needs_precheck"]
 
 
 class PrecheckState(GuardState):
-    """:class:`~toolguard.node.GuardState` plus the pre-check's pending question.
+    """:class:`~toolguard.nodes.GuardState` plus the pre-check's pending question.
 
     ``toolguard_precheck`` holds the ``ask_user`` decision waiting on the user (a
     :class:`~toolguard.precheck.PrecheckDecision` as JSON), or ``None``.
@@ -58,14 +59,10 @@ class PrecheckState(GuardState):
     toolguard_precheck: dict[str, Any] | None
 
 
-def _get(state: Any, key: str) -> Any:
-    return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-
-
 def needs_precheck(state: Any, *, messages_key: str = "messages") -> bool:
-    """Whether the last message is a user message or a tool result (a point to decide at)."""
-    msgs = _get(state, messages_key)
-    return bool(msgs) and isinstance(msgs[-1], HumanMessage | ToolMessage)
+    """Whether the last message is a user message (a point to decide at)."""
+    msgs = messages_of(state, messages_key)
+    return bool(msgs) and isinstance(msgs[-1], HumanMessage)
 
 
 class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
@@ -75,7 +72,7 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
         precheck: The configured pre-check.
         messages_key: The state key holding the messages.
         counters_key: State key of the guard counters (a reducer that adds, such as
-            :func:`toolguard.node.merge_counters`), or ``None``.
+            :func:`toolguard.state.merge_counters`), or ``None``.
         pending_key: Last-value state key for an ``ask_user`` decision waiting on the user.
         ask_user: ``"auto"`` interrupts when the graph has a checkpointer and otherwise
             ends the turn with the question; ``"interrupt"`` / ``"end"`` force one way.
@@ -84,7 +81,7 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
         name: The node's name.
 
     Raises:
-        ValueError: For an unknown ``ask_user`` mode.
+        toolguard.errors.ConfigurationError: An unknown ``ask_user`` mode.
     """
 
     def __init__(
@@ -110,10 +107,10 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
         self.ask_node = ask_node
 
     def _messages(self, state: Any) -> list[BaseMessage]:
-        msgs = _get(state, self.messages_key)
+        msgs = messages_of(state, self.messages_key)
         if not msgs:
-            raise ValueError(f"PrecheckNode: no messages under {self.messages_key!r}")
-        return list(msgs)
+            raise InputError(f"PrecheckNode: no messages under {self.messages_key!r}")
+        return msgs
 
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         msgs = self._messages(state)
@@ -134,20 +131,19 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
             update[self.counters_key] = {f"precheck_{decision.decision}": 1}
         if decision.decision == "proceed":
             return update
-        if decision.decision == "ask_user" and self._can_interrupt(config):
+        if decision.decision == "ask_user" and can_interrupt(self.ask_user, config):
             update[self.pending_key] = decision.model_dump(mode="json")
             return update
         update[self.messages_key] = [abstain_message(decision)]
         return update
 
-    def _can_interrupt(self, config: RunnableConfig) -> bool:
-        return can_interrupt(self.ask_user, config)
-
     def route(self, state: Any) -> str:
         """Conditional edge after the node: ``ask_node``, ``END`` or ``model_node``."""
-        if _get(state, self.pending_key):
+        pending = state.get(self.pending_key) if isinstance(state, Mapping) else getattr(
+            state, self.pending_key, None)
+        if pending:
             return self.ask_node
-        msgs = _get(state, self.messages_key) or []
+        msgs = messages_of(state, self.messages_key)
         last = msgs[-1] if msgs else None
         if isinstance(last, AIMessage) and (last.response_metadata or {}).get(MARK_KEY) in (
                 "ask_user", "no_suitable_tool"):
@@ -155,22 +151,12 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
         return self.model_node
 
 
-def abstain_message(decision: PrecheckDecision) -> AIMessage:
-    """The ``AIMessage`` that answers the user for an abstain decision (no tool calls)."""
-    return AIMessage(
-        decision.message or decision.reason,
-        response_metadata={MARK_KEY: decision.decision,
-                           "toolguard_precheck": decision.model_dump(mode="json")},
-    )
-
-
 class PrecheckAskNode(RunnableLambda[Any, dict[str, Any]]):
     """Interrupts for the ``ask_user`` decision a :class:`PrecheckNode` left in state.
 
-    On resume (``Command(resume=answer)``: a string, or a dict whose values are joined)
-    the question (``AIMessage``) and the answer (``HumanMessage``) are appended and the
-    pending decision is cleared; route on to the model.  It holds no model, so re-running it
-    on resume is cheap and cannot change what was asked.
+    On resume the question (``AIMessage``) and the answer (``HumanMessage``) are appended
+    and the pending decision is cleared; route on to the model.  It holds no model, so
+    re-running it on resume is cheap and cannot change what was asked.
 
     Args:
         pending_key: The state key the pre-check node writes the decision to.
@@ -185,20 +171,13 @@ class PrecheckAskNode(RunnableLambda[Any, dict[str, Any]]):
         self.messages_key = messages_key
 
     def _run(self, state: Any) -> dict[str, Any]:
-        pending = _get(state, self.pending_key)
+        pending = state.get(self.pending_key) if isinstance(state, Mapping) else getattr(
+            state, self.pending_key, None)
         if not pending:
             return {}
         decision = PrecheckDecision.model_validate(pending)
-        answer = interrupt({
-            "type": "toolguard.ask_user",
-            "questions": [{"tool_call_id": None, "tool_name": decision.tool,
-                           "question": decision.message, "missing": list(decision.missing)}],
-        })
-        text = (" ".join(str(v) for v in answer.values()) if isinstance(answer, Mapping)
-                else str(answer))
-        question = abstain_message(decision)
-        return {self.messages_key: [question, HumanMessage(text)], self.pending_key: None}
-
-
-__all__ = ["PrecheckAskNode", "PrecheckNode", "PrecheckState", "abstain_message",
-           "needs_precheck"]
+        (answer,) = ask_user([AskQuestion(
+            tool_call_id=None, tool_name=decision.tool, question=decision.message,
+            missing=list(decision.missing), source="precheck")])
+        return {self.messages_key: [abstain_message(decision), HumanMessage(answer.text)],
+                self.pending_key: None}

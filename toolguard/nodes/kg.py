@@ -22,49 +22,41 @@ prefer_dinnertime, dinnertime_0002]).``; this node does the same inside any
   content detector counts the resolved values as grounded; they are also written to
   ``state[grounding_key]`` (a list of strings, e.g. for ``Guard.check(extra_grounding=)``).
 - An unresolvable reference (unknown speaker, a relation the KG lacks) becomes
-  ``ask_user`` as :class:`~toolguard.node.GuardNode` does it: with a checkpointer (or
-  ``ask_user="interrupt"``) :func:`langgraph.types.interrupt` with a
-  ``{"type": "toolguard.ask_user", "questions": [...]}`` payload naming the missing link,
-  and the answer is appended to the request; without one the turn ends with an
-  ``AIMessage`` question (``response_metadata={"toolguard": "ask_user"}``) and
+  ``ask_user``: with a checkpointer (or ``ask_user="interrupt"``) an
+  :class:`~toolguard.protocol.AskUserRequest` interrupt naming the missing link, and the
+  answer is appended to the request; without one the turn ends with an ``AIMessage``
+  question (``response_metadata={"toolguard": "ask_user"}``) and
   :meth:`KGResolveNode.route` goes to ``END``.
+
+``create_agent`` users add :class:`~toolguard.KGResolveMiddleware` instead; both rewrite
+the request with :func:`toolguard.kg.request.rewrite_request`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END
-from langgraph.types import interrupt
 
-from toolguard.kg.graph import KnowledgeGraph, Triple
+from toolguard.conversation import MARK_KEY, message_text
+from toolguard.errors import ConfigurationError, KGError
+from toolguard.kg.graph import KnowledgeGraph
+from toolguard.kg.request import (
+    question_for,
+    rewrite_request,
+    speaker_and_user,
+    unresolved_request,
+)
 from toolguard.kg.resolver import DeterministicPathGenerator, Resolution
 from toolguard.kg.store import KGStore
-from toolguard.node import can_interrupt, validate_ask_user
+from toolguard.protocol import AskQuestion, ask_user, user_message
+from toolguard.state import can_interrupt, messages_of, validate_ask_user
+
+__all__ = ["KGResolveNode"]
 
 KGAskMode = Literal["auto", "interrupt", "end"]
-EXTRA_INFO = "The extra information for the query is"
-"""KGETool's lead-in for the sub-KG appended to the query (FamilyTool data)."""
-
-
-
-def format_sub_kg(triples: Sequence[Triple]) -> str:
-    """``([Bob, mother, Alice], [Alice, prefer_city, city_0002])`` as in FamilyTool."""
-    return "(" + ", ".join(f"[{h}, {r}, {t}]" for h, r, t in triples) + ")"
-
-
-def grounding_of(resolution: Resolution) -> list[str]:
-    """Strings the content detector may treat as grounded: entities and triples."""
-    return [*resolution.entities, *(f"{h} {r} {t}" for h, r, t in resolution.triples)]
-
-
-def question_for(missing: Sequence[str]) -> str:
-    """The clarification question naming the missing links."""
-    return ("I could not resolve part of your request from what I know about you: "
-            + "; ".join(missing) + ". Could you tell me?")
 
 
 class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
@@ -77,7 +69,7 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
         user_key: Key of the user id in ``configurable`` or state.
         speaker_key: Key of the speaker's entity name in ``configurable`` or state.
         messages_key: State key of the messages.
-        grounding_key: State key (last-value channel) for the resolved values; None to
+        grounding_key: State key (last-value channel) for the resolved values; ``None`` to
             not write it.
         ask_user: ``"auto"`` interrupts when the graph has a checkpointer, else ends the
             turn with a question; ``"interrupt"`` / ``"end"`` force one way.
@@ -86,7 +78,8 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
         **resolver_options: Keyword options of :class:`DeterministicPathGenerator`.
 
     Raises:
-        ValueError: On both ``kg`` and ``store``, or an unknown ``ask_user``.
+        toolguard.errors.ConfigurationError: Both ``kg`` and ``store``, an unknown
+            ``ask_user``, or an invalid resolver option.
     """
 
     def __init__(
@@ -104,7 +97,7 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
         **resolver_options: Any,
     ) -> None:
         if kg is not None and store is not None:
-            raise ValueError("pass kg (one shared KG) or store (per-user KGs), not both")
+            raise ConfigurationError("pass kg (one shared KG) or store (per-user KGs), not both")
         validate_ask_user(ask_user)
         DeterministicPathGenerator(KnowledgeGraph(), **resolver_options)  # validate eagerly
         super().__init__(self._run, afunc=self._arun, name=name)
@@ -117,30 +110,14 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
         self.ask_user = ask_user
         self.model_node = model_node
         self.resolver_options = resolver_options
-        # one generator for a fixed kg=: its relation tables are cached per KG version, so
-        # they are built once, not on every user message (store KGs are loaded per turn)
+        # one generator for a fixed kg=: its relation tables are cached per KG version
         self._fixed_generator = (DeterministicPathGenerator(kg, **resolver_options)
                                  if kg is not None else None)
 
     # ------------------------------------------------------------------ helpers
-    def _get(self, state: Any, key: str) -> Any:
-        return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-
-    def _target(self, state: Any) -> HumanMessage | None:
-        msgs: list[AnyMessage] = list(self._get(state, self.messages_key) or [])
-        if not msgs or not isinstance(msgs[-1], HumanMessage):
-            return None
-        last = msgs[-1]
-        if "toolguard_kg" in (last.additional_kwargs or {}):
-            return None  # already resolved
-        return last
-
     def _ids(self, state: Any, config: RunnableConfig) -> tuple[str | None, str | None]:
-        conf = config.get("configurable") or {}
-        user = conf.get(self.user_key) or self._get(state, self.user_key)
-        speaker = conf.get(self.speaker_key) or self._get(state, self.speaker_key) or user
-        return (str(user) if user is not None else None,
-                str(speaker) if speaker is not None else None)
+        return speaker_and_user(config.get("configurable") or {}, state,
+                                user_key=self.user_key, speaker_key=self.speaker_key)
 
     def _store(self) -> KGStore:
         if self.kg_store is not None:
@@ -150,98 +127,64 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
         try:
             base = get_store()
         except RuntimeError as exc:  # pragma: no cover - outside a graph run
-            raise ValueError("KGResolveNode: no kg, no store and no graph store") from exc
+            raise KGError("KGResolveNode: no kg, no store and no graph store") from exc
         if base is None:
-            raise ValueError("KGResolveNode needs kg=, store= or a graph compiled with "
-                             "store=")
+            raise KGError("KGResolveNode needs kg=, store= or a graph compiled with store=")
         return KGStore(base)
 
-    @staticmethod
-    def _text(message: HumanMessage) -> str:
-        if isinstance(message.content, str):
-            return message.content
-        return " ".join(p if isinstance(p, str) else str(p.get("text", ""))
-                        for p in message.content if isinstance(p, str | dict))
-
-    def _can_interrupt(self, config: RunnableConfig) -> bool:
-        return can_interrupt(self.ask_user, config)
-
-    # ------------------------------------------------------------------ node
     def _resolve(self, kg: KnowledgeGraph, message: HumanMessage,
                  speaker: str | None) -> Resolution:
         gen = (self._fixed_generator if kg is self.kg and self._fixed_generator is not None
                else DeterministicPathGenerator(kg, **self.resolver_options))
-        return gen.resolve(self._text(message), speaker=speaker)
+        return gen.resolve(message_text(message), speaker=speaker)
 
+    # ------------------------------------------------------------------ node
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        message = self._target(state)
+        message = unresolved_request(messages_of(state, self.messages_key))
         if message is None:
             return {}
         user, speaker = self._ids(state, config)
-        if self.kg is not None:
-            kg = self.kg
-        elif user is None:
-            kg = KnowledgeGraph()
-        else:
-            kg = self._store().load(user)
+        kg = self.kg if self.kg is not None else (
+            self._store().load(user) if user is not None else KnowledgeGraph())
         return self._update(message, self._resolve(kg, message, speaker), config)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        message = self._target(state)
+        message = unresolved_request(messages_of(state, self.messages_key))
         if message is None:
             return {}
         user, speaker = self._ids(state, config)
-        if self.kg is not None:
-            kg = self.kg
-        elif user is None:
-            kg = KnowledgeGraph()
-        else:
-            kg = await self._store().aload(user)
+        kg = self.kg if self.kg is not None else (
+            await self._store().aload(user) if user is not None else KnowledgeGraph())
         return self._update(message, self._resolve(kg, message, speaker), config)
 
     def _update(self, message: HumanMessage, res: Resolution,
                 config: RunnableConfig) -> dict[str, Any]:
         """Shared by sync and async: the rewritten request, grounding, or a question."""
-        if not res.triples and not res.missing:
-            return {}
-        record: dict[str, Any] = {"programs": res.programs,
-                                  "triples": [list(t) for t in res.triples],
-                                  "missing": res.missing}
-        text = self._text(message)
-        grounding = grounding_of(res)
+        answer: str | None = None
+        question: str | None = None
         if res.missing:
             question = question_for(res.missing)
-            if not self._can_interrupt(config):
-                return {self.messages_key: [AIMessage(
-                    question, response_metadata={"toolguard": "ask_user",
-                                                 "toolguard_kg": record})]}
-            answer = interrupt({"type": "toolguard.ask_user", "questions": [
-                {"tool_call_id": None, "tool_name": None, "question": question,
-                 "missing": list(res.missing)}]})
-            answer_text = answer if isinstance(answer, str) else str(answer)
-            record["answer"] = answer_text
-            text = f"{text}\n(Asked: {question} The user answered: {answer_text})"
-            grounding.append(answer_text)
-        if res.triples:
-            text = f"{text}  {EXTRA_INFO} {format_sub_kg(res.triples)}."
-        new = HumanMessage(
-            content=text, id=message.id, name=message.name,
-            additional_kwargs={**(message.additional_kwargs or {}), "toolguard_kg": record},
-            response_metadata=dict(message.response_metadata or {}),
-        )
-        update: dict[str, Any] = {self.messages_key: [new]}
+            if not can_interrupt(self.ask_user, config):
+                return {self.messages_key: [user_message(question, "ask_user", toolguard_kg={
+                    "programs": res.programs, "triples": [list(t) for t in res.triples],
+                    "missing": res.missing})]}
+            (reply,) = ask_user([AskQuestion(tool_call_id=None, tool_name=None,
+                                             question=question, missing=list(res.missing),
+                                             source="kg")])
+            answer = reply.text
+        rewrite = rewrite_request(message, res, answer, question)
+        if rewrite is None:
+            return {}
+        update: dict[str, Any] = {self.messages_key: [rewrite.message]}
         if self.grounding_key is not None:
-            update[self.grounding_key] = grounding
+            update[self.grounding_key] = rewrite.grounding
         return update
 
     def route(self, state: Any) -> str:
         """Conditional edge: ``END`` after a clarification question, else ``model_node``."""
-        msgs = self._get(state, self.messages_key) or []
+        msgs = messages_of(state, self.messages_key)
         last = msgs[-1] if msgs else None
         if isinstance(last, AIMessage) and (last.response_metadata or {}).get(
-                "toolguard") == "ask_user":
+                MARK_KEY) == "ask_user":
             return END
         return self.model_node
-
-
-__all__ = ["EXTRA_INFO", "KGResolveNode", "format_sub_kg", "grounding_of", "question_for"]

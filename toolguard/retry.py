@@ -29,9 +29,15 @@ Per tool call:
    ``skip`` (the model is told the step failed and continues with the remaining subtasks) or
    ``finish`` (the run stops: the user is told what failed and asked how to proceed).
 
-Every call gets exactly one ``ToolMessage``.  Counters are returned as a state update
-(``Command``) under ``state_key`` (default ``"toolguard_controller"``), so they live in graph
-state and survive checkpoints, interrupts and restarts.
+Every call gets exactly one ``ToolMessage``, and the controller writes no state from inside
+the tool node: each answer carries what happened in ``response_metadata["toolguard_retry"]``
+(:class:`RetryRecord`: outcome, category, retries, the policy that applied).  A *run* is one
+user turn; its counters (tool calls made, failures in a row, whether a ``finish`` fired)
+are read from the turn's own answers by :meth:`RetryController.tally`, so checkpoints,
+interrupts and restarts keep them and parallel calls never race.  A single node after the
+tools applies the tally — :class:`~toolguard.middleware.RetryControllerMiddleware`'s
+``before_model`` in ``create_agent``, :class:`~toolguard.nodes.RetryGateNode` in a
+hand-built graph — and ends the run when it must finish.
 """
 
 from __future__ import annotations
@@ -43,11 +49,11 @@ import email.utils
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +61,7 @@ from pydantic import ValidationError as PydanticValidationError
 from tenacity import RetryCallState, wait_exponential_jitter
 
 from toolguard.context import error_text, message_text
+from toolguard.errors import ConfigurationError
 
 Outcome = Literal["success", "internal", "transient", "permanent"]
 InternalCategory = Literal[
@@ -266,36 +273,82 @@ class _Attempts:
     classes: list[Classification] = field(default_factory=list)
 
 
-_SET_KEYS = ("finished", "finish_reason")
+RETRY_KEY = "toolguard_retry"
+"""``ToolMessage.response_metadata`` key of the controller's :class:`RetryRecord`."""
 
 
-def merge_controller_counters(
-    left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """Reducer for the controller's state.
+class RetryRecord(BaseModel):
+    """What happened to one tool call under the controller (in the answer's metadata).
 
-    Counts add up.  Markers in an update: ``_new_run`` (a new user turn: ``run_tool_calls``
-    and ``consecutive_failures`` restart at 0, ``finished`` is cleared) and ``_success`` (a
-    call succeeded: ``consecutive_failures`` restarts at 0).  ``finished`` and
-    ``finish_reason`` are set by the newest update.  Parallel calls of one step merge in
-    order, so their failures add up.
+    Attributes:
+        outcome: ``success``, ``internal``, ``transient``, ``permanent``, or ``refused``
+            (a cap was hit: the call did not run).
+        category: The :class:`Classification` category, if any.
+        retries: Retries made (attempts - 1).
+        policy: ``skip`` or ``finish`` when the retries were spent on an environment
+            error (or a cap refused the call: ``finish``), else ``None``.
+        reason: Why the run must finish (``policy == "finish"``), else ``""``.
     """
-    out: dict[str, Any] = dict(left or {})
-    update = dict(right or {})
-    if update.pop("_new_run", None):
-        out.update(run_tool_calls=0, consecutive_failures=0, finished=False, finish_reason=None)
-    if update.pop("_success", None):
-        out["consecutive_failures"] = 0
-    for key, value in update.items():
-        if key in _SET_KEYS:
-            out[key] = value
-        else:
-            out[key] = out.get(key, 0) + value
-    return out
+
+    model_config = ConfigDict(frozen=True)
+
+    outcome: Literal["success", "internal", "transient", "permanent", "refused"]
+    category: str | None = None
+    retries: int = 0
+    policy: OnExhausted | None = None
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """The call did not succeed (it counts towards failures in a row)."""
+        return self.outcome != "success"
 
 
-NEW_RUN: dict[str, Any] = {"_new_run": 1}
-"""The update that starts a new run (sent when a new user message arrives)."""
+class Tally(BaseModel):
+    """The counters of one run (a user turn), read from its answers.
+
+    Attributes:
+        run_tool_calls: Calls that ran in this turn (a call refused by a cap did not).
+        consecutive_failures: Failed calls in a row at the end of the turn so far (a
+            step's parallel calls count in their order in the ``AIMessage``; refused calls
+            do not count).
+        finish_reason: Why the run must stop (a ``finish`` policy fired, a cap was hit, or
+            ``max_consecutive_failures`` calls failed in a row), else ``None``.
+        step: Counter increments of the latest step only (``tool_calls``, ``retries``,
+            ``internal_errors``, ``environment_errors``, ``skips``, ``finishes``,
+            ``refused``), for thread totals.
+        step_id: Id of the ``AIMessage`` whose answers ``step`` counts.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_tool_calls: int = 0
+    consecutive_failures: int = 0
+    finish_reason: str | None = None
+    step: dict[str, int] = Field(default_factory=dict)
+    step_id: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run must stop."""
+        return self.finish_reason is not None
+
+
+def retry_record(message: BaseMessage) -> RetryRecord | None:
+    """The :class:`RetryRecord` of a controller's answer, or ``None`` for other messages."""
+    raw = (message.response_metadata or {}).get(RETRY_KEY) if isinstance(
+        message, ToolMessage) else None
+    if raw is None:
+        return None
+    try:
+        return raw if isinstance(raw, RetryRecord) else RetryRecord.model_validate(raw)
+    except PydanticValidationError:
+        return None
+
+
+def _with_record(message: ToolMessage, record: RetryRecord) -> ToolMessage:
+    meta = {**(message.response_metadata or {}), RETRY_KEY: record.model_dump(mode="json")}
+    return message.model_copy(update={"response_metadata": meta})
 
 
 Handler = Callable[[Any], ToolMessage | Command[Any]]
@@ -324,13 +377,13 @@ class RetryController:
         timeout_s: Default seconds before a tool call counts as timed out (``None``: none).
             A timed-out synchronous tool keeps running in its own daemon thread (Python
             cannot stop it); its result is discarded.
-        state_key: State key of the counters.
+        state_key: State key of the thread's totals (see :meth:`tally`).
         sleep: Sleep function (injectable for tests); async code uses ``asyncio.sleep``
             unless ``asleep`` is given.
         asleep: Async sleep function.
 
     Raises:
-        ValueError: On an invalid bound (the message states it).
+        toolguard.errors.ConfigurationError: On an invalid bound (the message states it).
     """
 
     def __init__(
@@ -353,19 +406,19 @@ class RetryController:
         asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
+            raise ConfigurationError("max_retries must be >= 0")
         if initial_delay < 0 or max_delay < 0 or jitter < 0:
-            raise ValueError("initial_delay, max_delay and jitter must be >= 0 seconds")
+            raise ConfigurationError("initial_delay, max_delay and jitter must be >= 0 seconds")
         if backoff_factor < 1:
-            raise ValueError("backoff_factor must be >= 1")
+            raise ConfigurationError("backoff_factor must be >= 1")
         if on_exhausted not in ("skip", "finish"):
-            raise ValueError("on_exhausted must be 'skip' or 'finish'")
+            raise ConfigurationError("on_exhausted must be 'skip' or 'finish'")
         if max_tool_calls is not None and max_tool_calls < 1:
-            raise ValueError("max_tool_calls must be >= 1 or None")
+            raise ConfigurationError("max_tool_calls must be >= 1 or None")
         if max_consecutive_failures is not None and max_consecutive_failures < 1:
-            raise ValueError("max_consecutive_failures must be >= 1 or None")
+            raise ConfigurationError("max_consecutive_failures must be >= 1 or None")
         if timeout_s is not None and timeout_s <= 0:
-            raise ValueError("timeout_s must be > 0 seconds or None")
+            raise ConfigurationError("timeout_s must be > 0 seconds or None")
         self.max_retries = max_retries
         self.max_delay = max_delay
         self._wait = wait_exponential_jitter(
@@ -420,21 +473,60 @@ class RetryController:
         return not c.ambiguous or self._idempotent(name, tool)
 
     # ------------------------------------------------------------------ pure pieces
-    def _counters(self, state: Any) -> Mapping[str, Any]:
-        value = state.get(self.state_key) if isinstance(state, Mapping) else getattr(
-            state, self.state_key, None)
-        return value if isinstance(value, Mapping) else {}
+    def tally(self, messages: Sequence[BaseMessage]) -> Tally:
+        """The run's counters, read from the answers of the current user turn.
+
+        A run is the messages after the latest ``HumanMessage``.  Every answer carrying a
+        :class:`RetryRecord` counts: refused or not, failed or not, in the order of the
+        calls of its ``AIMessage``.  The run must finish when a ``finish`` policy fired, a
+        cap refused a call, or ``max_consecutive_failures`` calls failed in a row.
+        ``step`` counts the answers to the latest ``AIMessage`` with tool calls only (add
+        them to thread totals once per step; ``step_id`` names the step).
+        """
+        start = next((i + 1 for i in range(len(messages) - 1, -1, -1)
+                      if isinstance(messages[i], HumanMessage)), 0)
+        answers = {m.tool_call_id: m for m in messages[start:] if isinstance(m, ToolMessage)}
+        calls = 0
+        failures = 0
+        reason: str | None = None
+        step: dict[str, int] = {}
+        step_id: str | None = None
+        for m in messages[start:]:
+            if not isinstance(m, AIMessage) or not m.tool_calls:
+                continue
+            step, step_id = {}, m.id
+            for tc in m.tool_calls:
+                answer = answers.get(str(tc.get("id")))
+                record = retry_record(answer) if answer is not None else None
+                if record is None:
+                    continue
+                if record.outcome != "refused":  # a refused call never ran
+                    calls += 1
+                    failures = failures + 1 if record.failed else 0
+                if record.policy == "finish" and reason is None:
+                    reason = record.reason or f"'{tc.get('name')}' failed"
+                for key, hit in _step_counts(record).items():
+                    step[key] = step.get(key, 0) + hit
+            if step.get("finishes", 0) > 1:
+                step["finishes"] = 1  # parallel calls that finish end one run once
+        limit = self.max_consecutive_failures
+        if reason is None and limit is not None and failures >= limit:
+            reason = f"{limit} tool calls failed in a row"
+        return Tally(run_tool_calls=calls, consecutive_failures=failures,
+                     finish_reason=reason, step=step, step_id=step_id)
 
     def _capped(self, request: Any) -> str | None:
-        counters = self._counters(request.state)
+        """Why a call must not run (a cap of this run is reached), else ``None``."""
+        messages = _messages(request.state)
+        tally = self.tally(messages)
         if self.max_tool_calls is not None:
-            made = counters.get("run_tool_calls", 0) + _earlier_siblings(request)
+            made = tally.run_tool_calls + _earlier_siblings(messages, request.tool_call)
             if made >= self.max_tool_calls:
                 return (f"the tool-call budget of {self.max_tool_calls} calls for this run "
                         "is spent")
-        if self.max_consecutive_failures is not None and counters.get(
-                "consecutive_failures", 0) >= self.max_consecutive_failures:
-            return f"{self.max_consecutive_failures} tool calls failed in a row"
+        limit = self.max_consecutive_failures
+        if limit is not None and tally.consecutive_failures >= limit:
+            return f"{limit} tool calls failed in a row"
         return None
 
     def _outcome_of(self, result: ToolMessage | Command[Any]) -> Classification:
@@ -443,67 +535,49 @@ class RetryController:
         return SUCCESS  # a Command from the tool is its own business
 
     def _finish(
-        self, request: Any, result: ToolMessage | Command[Any] | None, exc_class: Classification,
+        self, request: Any, result: ToolMessage | Command[Any] | None, c: Classification,
         attempts: _Attempts,
     ) -> ToolMessage | Command[Any]:
-        """Build the one answer for the call and the counter update."""
+        """The one answer for the call, with its :class:`RetryRecord`."""
         call = request.tool_call
         name = str(call.get("name", ""))
         call_id = str(call.get("id") or "")
-        prior = self._counters(request.state)
-        update: dict[str, Any] = {"tool_calls": 1, "run_tool_calls": 1,
-                                  "retries": attempts.retries}
-        c = exc_class
-        message: ToolMessage
+        record = RetryRecord(outcome=c.outcome, category=c.category, retries=attempts.retries)
         if c.outcome == "success" and isinstance(result, Command):
-            update["_success"] = 1
-            return _merge_command(result, self.state_key, update)
+            return _command_with_record(result, call_id, record)
         if c.outcome == "success" and isinstance(result, ToolMessage):
-            update["_success"] = 1
-            message = result
-        elif c.outcome == "internal":
-            update["internal_errors"] = 1
-            update["consecutive_failures"] = 1
+            return _with_record(result, record)
+        if c.outcome == "internal":
             text = message_text(result) if isinstance(result, ToolMessage) else c.detail
             message = ToolMessage(
                 content=f"{text}\nError category: {CATEGORY_TEXT.get(c.category or '', '')}. "
                 "Correct the call (right tool, parameter names and values) and try again.",
                 tool_call_id=call_id, name=name, status="error")
+            return _with_record(message, record)
+        policy = self.on_exhausted_for(name)
+        why = _env_reason(c, attempts, self._retries_for(name),
+                          self._idempotent(name, request.tool))
+        if policy == "finish":
+            text = (f"Error: '{name}' failed ({why}). Stop here: do not call more tools; "
+                    "tell the user what failed and ask how to proceed.")
         else:
-            update["environment_errors"] = 1
-            update["consecutive_failures"] = 1
-            policy = self.on_exhausted_for(name)
-            why = _env_reason(c, attempts, self._retries_for(name), self._idempotent(
-                name, request.tool))
-            if policy == "finish":
-                update.update(finishes=1, finished=True,
-                              finish_reason=f"'{name}' failed: {why}")
-                text = (f"Error: '{name}' failed ({why}). Stop here: do not call more tools; "
-                        "tell the user what failed and ask how to proceed.")
-            else:
-                update["skips"] = 1
-                text = (f"Error: '{name}' failed ({why}). Skip this step and continue with "
-                        "the remaining subtasks; tell the user at the end that this step "
-                        "could not be done.")
-            message = ToolMessage(content=text, tool_call_id=call_id, name=name,
-                                  status="error")
-        limit = self.max_consecutive_failures
-        failures = prior.get("consecutive_failures", 0) + update.get("consecutive_failures", 0)
-        if limit is not None and "_success" not in update and failures >= limit and not (
-                update.get("finished")):
-            update.update(finishes=1, finished=True,
-                          finish_reason=f"{limit} tool calls failed in a row")
-        return Command(update={"messages": [message], self.state_key: update})
+            text = (f"Error: '{name}' failed ({why}). Skip this step and continue with "
+                    "the remaining subtasks; tell the user at the end that this step "
+                    "could not be done.")
+        record = record.model_copy(update={
+            "policy": policy, "reason": f"'{name}' failed: {why}" if policy == "finish" else ""})
+        return _with_record(ToolMessage(content=text, tool_call_id=call_id, name=name,
+                                        status="error"), record)
 
-    def _refuse(self, request: Any, why: str) -> Command[Any]:
+    def _refuse(self, request: Any, why: str) -> ToolMessage:
         call = request.tool_call
         message = ToolMessage(
             content=f"Not executed: {why}. Stop calling tools; tell the user and ask how to "
                     "proceed.",
             tool_call_id=str(call.get("id") or ""), name=str(call.get("name", "")),
             status="error")
-        return Command(update={"messages": [message], self.state_key: {
-            "refused": 1, "finishes": 1, "finished": True, "finish_reason": why}})
+        return _with_record(message, RetryRecord(outcome="refused", policy="finish",
+                                                 reason=why))
 
     # ------------------------------------------------------------------ execution
     def _call(self, handler: Handler, request: Any) -> tuple[Any, Classification]:
@@ -564,37 +638,74 @@ class RetryController:
 
     # ------------------------------------------------------------------ graph helpers
     def finished(self, state: Any) -> bool:
-        """Whether the run must stop.
+        """Whether the run must stop (see :meth:`tally`).
 
-        ``True`` when a ``finish`` policy fired, a cap was hit, or parallel failures together
-        reached ``max_consecutive_failures``.
+        It must when, in this user turn, a ``finish`` policy fired, a cap was hit, or
+        ``max_consecutive_failures`` calls failed in a row.
         """
-        counters = self._counters(state)
-        limit = self.max_consecutive_failures
-        return bool(counters.get("finished")) or (
-            limit is not None and counters.get("consecutive_failures", 0) >= limit)
+        return self.tally(_messages(state)).finished
 
-    def _reason(self, state: Any) -> str:
-        counters = self._counters(state)
-        if counters.get("finish_reason"):
-            return str(counters["finish_reason"])
-        return f"{self.max_consecutive_failures} tool calls failed in a row"
-
-    def finish_message(self, state: Any) -> AIMessage:
+    def finish_message(self, reason: str) -> AIMessage:
         """The final message to the user when the run finishes."""
         return AIMessage(
-            f"I had to stop: {self._reason(state)}. The steps before it are done. "
+            f"I had to stop: {reason}. The steps before it are done. "
             "How would you like me to proceed?",
             response_metadata={"toolguard": "finish"},
         )
 
+    def counters_update(self, state: Any, tally: Tally | None = None) -> dict[str, Any]:
+        """The thread totals after the latest step (under ``state_key``), or ``{}``.
+
+        Totals add each step's :attr:`Tally.step` once (``tallied`` remembers the step);
+        ``consecutive_failures``, ``finished`` and ``finish_reason`` describe the current
+        run.  Written by one node per step (no reducer needed, no parallel writes).
+        """
+        tally = tally or self.tally(_messages(state))
+        prior = state.get(self.state_key) if isinstance(state, Mapping) else None
+        totals: dict[str, Any] = dict(prior or {})
+        if tally.step_id is not None and totals.get("tallied") != tally.step_id:
+            for key, value in tally.step.items():
+                totals[key] = int(totals.get(key, 0)) + value
+            totals["tallied"] = tally.step_id
+        totals.update(run_tool_calls=tally.run_tool_calls,
+                      consecutive_failures=tally.consecutive_failures,
+                      finished=tally.finished, finish_reason=tally.finish_reason)
+        return {} if totals == dict(prior or {}) else {self.state_key: totals}
+
     def finish_update(self, state: Any) -> dict[str, Any]:
-        """State update that ends the run: the finish message and the ``finished`` flag."""
-        counters = self._counters(state)
-        marks: dict[str, Any] = {"finished": True, "finish_reason": self._reason(state)}
-        if not counters.get("finished"):
-            marks["finishes"] = 1
-        return {"messages": [self.finish_message(state)], self.state_key: marks}
+        """The counter update and, when the run must stop, the finish message.
+
+        ``{}`` when nothing changed and the run goes on.
+        """
+        tally = self.tally(_messages(state))
+        update = self.counters_update(state, tally)
+        if tally.finish_reason is not None:
+            update["messages"] = [self.finish_message(tally.finish_reason)]
+            counters = dict(update.get(self.state_key) or (state.get(self.state_key) or {}))
+            update[self.state_key] = counters
+        return update
+
+
+def _messages(state: Any) -> list[BaseMessage]:
+    value = state.get("messages") if isinstance(state, Mapping) else getattr(
+        state, "messages", None)
+    return list(value or [])
+
+
+def _step_counts(record: RetryRecord) -> dict[str, int]:
+    """Thread-total increments of one answer."""
+    if record.outcome == "refused":  # it never ran
+        return {"refused": 1, "finishes": 1}
+    out = {"tool_calls": 1, "retries": record.retries}
+    if record.outcome == "internal":
+        out["internal_errors"] = 1
+    elif record.failed:
+        out["environment_errors"] = 1
+    if record.policy == "skip":
+        out["skips"] = 1
+    elif record.policy == "finish":
+        out["finishes"] = 1
+    return out
 
 
 def _failure(exc: Exception) -> Classification:
@@ -608,16 +719,13 @@ def _failure(exc: Exception) -> Classification:
     return classify_exception(exc)
 
 
-def _earlier_siblings(request: Any) -> int:
-    """How many calls come before this one in the ``AIMessage`` that made it.
+def _earlier_siblings(messages: Sequence[BaseMessage], call: Mapping[str, Any]) -> int:
+    """How many calls come before ``call`` in the ``AIMessage`` that made it.
 
     Parallel calls of one step all see the same state, so the cap counts them by position.
     """
-    state = request.state
-    messages = state.get("messages") if isinstance(state, Mapping) else getattr(
-        state, "messages", None)
-    call_id = request.tool_call.get("id")
-    for m in reversed(messages or []):
+    call_id = call.get("id")
+    for m in reversed(messages):
         if isinstance(m, AIMessage) and m.tool_calls:
             ids = [tc.get("id") for tc in m.tool_calls]
             return ids.index(call_id) if call_id in ids else 0
@@ -662,8 +770,13 @@ def _env_reason(c: Classification, attempts: _Attempts, budget: int, idempotent:
     return f"{kind} after {attempts.retries + 1} attempts (retry budget {budget}): {c.detail[:200]}"
 
 
-def _merge_command(result: Command[Any], key: str, update: dict[str, Any]) -> Command[Any]:
-    body = result.update if isinstance(result.update, dict) else {}
-    merged = dict(body)
-    merged[key] = merge_controller_counters(body.get(key), update)
-    return Command(graph=result.graph, update=merged, resume=result.resume, goto=result.goto)
+def _command_with_record(result: Command[Any], call_id: str,
+                         record: RetryRecord) -> Command[Any]:
+    """A tool's own ``Command`` with the record on the ``ToolMessage`` that answers the call."""
+    body = result.update if isinstance(result.update, dict) else None
+    if body is None or not isinstance(body.get("messages"), list):
+        return result
+    messages = [_with_record(m, record) if isinstance(m, ToolMessage) and m.tool_call_id
+                == call_id else m for m in body["messages"]]
+    return Command(graph=result.graph, update={**body, "messages": messages},
+                   resume=result.resume, goto=result.goto)

@@ -1,0 +1,580 @@
+"""The one reader of a conversation: what the user wants, what was called, what came back.
+
+Every component reads a LangChain message list through :class:`Conversation`: the guard's
+detectors (grounding, earlier calls and results), the pre-check (what the user wants now),
+the KG resolver (the latest request), the loop guard (calls and their outcomes).
+
+**The goal** (:class:`Goal`).  In real multi-turn dialogues the latest user message often
+only answers a question ("Yes, that's correct.", "my username is foo and my password is
+bar", "the second one", "no, make it Friday").  Read alone it names no task, and a
+pre-check that reads only it abstains on a turn where the next call is correct.  The goal
+is the latest user message joined with the user messages before it while each one is a
+*follow-up* — an answer, confirmation, correction or reference to what came before:
+
+- it answers a question: the assistant message just before it (system messages skipped)
+  asks one (contains ``?``, or is a toolguard ``ask_user`` / ``no_suitable_tool`` message)
+  and the user message does not open a new request of its own (:data:`REQUEST_CUE`);
+- it reads as an answer whatever came before: it starts with an answer cue
+  (:data:`ANSWER_CUE`: "yes", "no", "ok", "actually", "it's", "my email is", "the second
+  one", "use", ...) or refers back (:data:`REFERENCE_CUE`: "the same", "that one",
+  "again", "also", "instead", "do it");
+- it is short (at most :data:`SHORT_ANSWER_WORDS` words) and opens no request.
+
+At most :data:`MAX_GOAL_MESSAGES` user messages are joined.  The rules err towards joining:
+a goal that carries an earlier request only makes tools *more* relevant, so a joined goal
+costs a missed abstain at worst, never a false one.
+
+**Calls and answers** (:class:`CallRecord`).  A tool call is answered by the first
+``ToolMessage`` with its id that comes after the ``AIMessage`` that made it and before an
+``AIMessage`` that reuses the id (some providers number calls ``call_0``, ``call_1`` anew
+every turn); ids are never matched across the whole history.
+
+**Provenance** (:class:`SourcedText`).  Every text is kept with where it came from: the
+user, the system prompt, the assistant, a tool result (and which tool), or grounding given
+from outside (resolved KG facts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+
+from toolguard.errors import InputError
+
+__all__ = [
+    "ANSWER_CUE",
+    "MARK_KEY",
+    "MAX_ARGS_CHARS",
+    "MAX_GOAL_MESSAGES",
+    "REFERENCE_CUE",
+    "REQUEST_CUE",
+    "SHORT_ANSWER_WORDS",
+    "CallRecord",
+    "Conversation",
+    "Goal",
+    "MessagesLike",
+    "SourcedText",
+    "answers_toolguard",
+    "as_messages",
+    "canonical_args",
+    "error_text",
+    "is_error_result",
+    "message_text",
+    "parse_args",
+]
+
+MARK_KEY = "toolguard"
+"""``response_metadata`` key of the messages toolguard writes for the user (a question,
+a "no tool fits" answer, a finish); its value says which (``ask_user``,
+``no_suitable_tool``, ``change_tools``, ``finish``, ``loop``)."""
+
+MAX_ARGS_CHARS = 4_000_000
+"""Arguments whose JSON is longer than this (characters) are not parsed; a format error."""
+MAX_ARGS_DEPTH = 200
+"""Arguments nested deeper than this (objects/arrays) are not parsed; a format error."""
+
+MAX_GOAL_MESSAGES = 4
+"""User messages joined into one goal at most."""
+SHORT_ANSWER_WORDS = 6
+"""A user message of at most this many words that opens no request is a follow-up."""
+
+REQUEST_CUE = re.compile(
+    r"^\W*(?:(?:hi|hello|hey|thanks|thank you)\W+)*"
+    r"(?:please\b|(?:can|could|would|will) you\b|i(?:'d| would)? (?:want|need|like)\b|"
+    r"i'd like\b|help me\b|let'?s\b|(?:what|how|when|where|who|whom|whose|which|why)\b|"
+    r"(?:is|are) there\b|(?:show|get|find|book|send|create|make|add|remove|delete|cancel|"
+    r"check|list|tell|give|set|schedule|search|look|open|move|copy|compute|calculate|buy|"
+    r"sell|order|pay|transfer|update|change|reset|turn|start|stop|post|upload|download|"
+    r"reserve|rent|register|log|sign|subscribe|convert|translate|play|call|email|message|"
+    r"remind|write|read|fetch|retrieve|display|print|run|install|unlock|lock)\b)",
+    re.I,
+)
+"""A user message that opens a request: a request phrase, a question word or an imperative
+verb at its start (after a greeting)."""
+
+ANSWER_CUE = re.compile(
+    r"^\W*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|alright|no|nope|nah|correct|right|exactly|"
+    r"indeed|confirm(?:ed)?|that'?s|that is|it'?s|it is|its|they'?re|they are|actually|"
+    r"sorry|oops|i meant|i mean|rather|instead|(?:my|our|the) [\w' ]{1,30}? (?:is|are|was)\b|"
+    r"the (?:first|second|third|fourth|last|other|latter|former|same) one|"
+    r"(?:use|go with|pick|choose|take) (?:the|my|that|this|it)\b|go ahead|do it|please do|"
+    r"for (?:the|my) )",
+    re.I,
+)
+"""A user message that reads as an answer, a confirmation or a correction."""
+
+REFERENCE_CUE = re.compile(
+    r"\b(?:the same|same thing|that one|this one|do that|do it|again|also|as well|too|"
+    r"instead|the previous|the last one|the other one)\b",
+    re.I,
+)
+"""A user message that refers back to an earlier request."""
+
+Source = Literal["user", "system", "assistant", "tool", "grounding"]
+MessagesLike = Sequence[BaseMessage | Mapping[str, Any] | str | tuple[str, str]]
+
+
+# ---------------------------------------------------------------------------- records
+@dataclass(frozen=True, slots=True)
+class SourcedText:
+    """A text and where it came from.
+
+    Attributes:
+        text: The text (content blocks joined).
+        source: ``user``, ``system``, ``assistant``, ``tool`` (a tool result) or
+            ``grounding`` (given from outside, e.g. resolved KG facts).
+        index: Position of its message in the conversation (``-1`` for ``grounding``).
+        tool: For ``tool``: the name of the tool whose result it is.
+    """
+
+    text: str
+    source: Source
+    index: int = -1
+    tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """A tool call made earlier in the conversation and what answered it.
+
+    Attributes:
+        id: The tool call id (``None`` if the provider gave none).
+        name: Tool name as the model wrote it.
+        args: Parsed arguments, or ``None`` when they could not be parsed.
+        key: Canonical JSON of ``args`` (:func:`canonical_args`), or ``None``.
+        position: Index of the ``AIMessage`` that made the call.
+        answer: Index of the answering ``ToolMessage``, or ``None`` while unanswered.
+        result: Text of the answer, or ``None``.
+        ok: The answer came back successfully (see :func:`error_text`).
+        refused: toolguard answered the call instead of the tool (it never ran).
+        error: The error the answer reports, or ``None``.
+        invalid: The call came from ``invalid_tool_calls`` (arguments the provider could
+            not parse).
+    """
+
+    id: str | None
+    name: str
+    args: dict[str, Any] | None
+    key: str | None
+    position: int
+    answer: int | None = None
+    result: str | None = None
+    ok: bool = False
+    refused: bool = False
+    error: str | None = None
+    invalid: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """What the user wants now (see the module docstring).
+
+    Attributes:
+        text: The goal's user messages joined with newlines, oldest first.
+        request: The first of them: the message that opened the current request.
+        indexes: Positions of the joined user messages, oldest first.
+        follow_up: The latest user message is a follow-up (answer, confirmation,
+            correction, reference) to what came before.
+    """
+
+    text: str = ""
+    request: str = ""
+    indexes: tuple[int, ...] = ()
+    follow_up: bool = False
+
+
+# ---------------------------------------------------------------------------- helpers
+def message_text(message: BaseMessage) -> str:
+    """Text of a message; content blocks are joined, non-text blocks skipped.
+
+    ``None`` content (which some hand-built messages carry) reads as ``""``.
+    """
+    content: Any = message.content
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+def as_messages(messages: MessagesLike) -> list[BaseMessage]:
+    """LangChain messages from messages, ``{"role", "content"}`` dicts, strings or tuples.
+
+    Lists of ``BaseMessage`` are returned as they are (no copy of the messages).
+
+    Raises:
+        InputError: An item is of no supported form.
+    """
+    items = list(messages)
+    if all(isinstance(m, BaseMessage) for m in items):
+        return items  # type: ignore[return-value]
+    try:
+        return list(convert_to_messages(items))  # type: ignore[arg-type]
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise InputError(f"cannot read the messages: {exc}") from exc
+
+
+def canonical_args(args: Any) -> str:
+    """Canonical JSON of arguments: sorted keys, integral floats as ints, no spaces.
+
+    Two calls with canonically equal arguments are "identical inputs" for the timing
+    detector and the loop guard.
+    """
+    return json.dumps(_canon(args), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _canon(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
+    return value
+
+
+def error_text(message: ToolMessage) -> str | None:
+    """The error a tool answer reports, or ``None`` for a successful answer.
+
+    An answer fails when its ``status`` is ``"error"``, its text starts with ``Error``
+    (ToolNode's and BFCL's ``"Error during execution: ..."``) — both give the whole text —
+    or it is a JSON object with a non-empty ``"error"`` key (BFCL's environments answer
+    ``{"error": "..."}``), which gives that value.
+    """
+    text = message_text(message).strip()
+    if message.status == "error" or text.startswith(("Error", "error:")):
+        return text
+    if text.startswith("{") and '"error"' in text[:200]:
+        try:
+            payload = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        if isinstance(payload, dict) and payload.get("error"):
+            return str(payload["error"])
+    return None
+
+
+def is_error_result(message: ToolMessage) -> bool:
+    """Whether a tool answer reports failure (see :func:`error_text`)."""
+    return error_text(message) is not None
+
+
+def refused_by_toolguard(message: ToolMessage) -> bool:
+    """Whether toolguard (not the tool) wrote this answer; the call never ran."""
+    artifact = message.artifact
+    return isinstance(artifact, Mapping) and "toolguard" in artifact
+
+
+def _depth_ok(raw: str, limit: int = MAX_ARGS_DEPTH) -> bool:
+    """Whether brackets in ``raw`` nest at most ``limit`` deep.
+
+    Brackets inside strings count too: an upper bound that is cheap and never recurses.
+    """
+    depth = 0
+    for ch in raw:
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def parse_args(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    """Parse a raw arguments string into a dict, or explain why it cannot be.
+
+    Longer than :data:`MAX_ARGS_CHARS` characters or nested deeper than
+    :data:`MAX_ARGS_DEPTH` levels is refused before parsing (no ``RecursionError``).
+
+    Returns:
+        ``(args, None)`` on success, ``(None, reason)`` otherwise.
+    """
+    if len(raw) > MAX_ARGS_CHARS:
+        return None, f"arguments are {len(raw)} characters long (limit {MAX_ARGS_CHARS})"
+    if not raw.strip():
+        return {}, None
+    if not _depth_ok(raw):
+        return None, f"arguments are nested deeper than {MAX_ARGS_DEPTH} levels"
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return None, f"arguments are not valid JSON: {exc}"
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def args_problem(args: Mapping[str, Any]) -> str | None:
+    """Why already-parsed arguments cannot be checked (too large or too deep), or ``None``."""
+    size = 0
+    stack: list[tuple[Any, int]] = [(args, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_ARGS_DEPTH:
+            return f"arguments are nested deeper than {MAX_ARGS_DEPTH} levels"
+        if isinstance(value, Mapping):
+            size += 2 + sum(len(str(k)) + 4 for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple)):
+            size += 2 + len(value)
+            stack.extend((v, depth + 1) for v in value)
+        else:
+            size += len(str(value)) if isinstance(value, str) else 8
+        if size > MAX_ARGS_CHARS:
+            return f"arguments are over {MAX_ARGS_CHARS} characters long as JSON"
+    return None
+
+
+def _marked(message: BaseMessage) -> str | None:
+    """The toolguard mark of a message toolguard wrote for the user, else ``None``."""
+    if isinstance(message, AIMessage) and not message.tool_calls:
+        mark = (message.response_metadata or {}).get(MARK_KEY)
+        return mark if isinstance(mark, str) else None
+    return None
+
+
+def _asks(message: BaseMessage) -> bool:
+    """Whether an assistant message (no tool calls) asks the user something."""
+    if not isinstance(message, AIMessage) or message.tool_calls:
+        return False
+    if _marked(message) in ("ask_user", "no_suitable_tool"):
+        return True
+    return "?" in message_text(message)
+
+
+def answers_toolguard(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the latest message is a user message answering a question toolguard asked.
+
+    The pre-check never asks twice in a row: such an answer is read with its request (the
+    goal) and, when information still seems missing, the agent proceeds.
+    """
+    if not messages or not isinstance(messages[-1], HumanMessage):
+        return False
+    before = next((m for m in reversed(messages[:-1]) if not isinstance(m, SystemMessage)),
+                  None)
+    return before is not None and _marked(before) == "ask_user"
+
+
+# ---------------------------------------------------------------------------- reader
+@dataclass
+class Conversation:
+    """A read-only view of a message list (see the module docstring).
+
+    Build it with :meth:`read`.  Attributes are computed once.
+
+    Attributes:
+        messages: The messages, as given.
+        texts: Every message text with its :class:`SourcedText` provenance, in order,
+            then the ``grounding`` texts given to :meth:`read`.
+        calls: Every tool call of every ``AIMessage`` (``tool_calls`` then
+            ``invalid_tool_calls``), in order, with its answer.
+        goal: What the user wants now (:class:`Goal`).
+        user_turns: Number of ``HumanMessage`` s.
+        last_user: Position of the latest ``HumanMessage``, or ``None``.
+        results_since_request: ``ToolMessage`` s after the latest user message.
+    """
+
+    messages: list[BaseMessage]
+    texts: list[SourcedText] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    goal: Goal = field(default_factory=Goal)
+    user_turns: int = 0
+    last_user: int | None = None
+    results_since_request: int = 0
+
+    @classmethod
+    def read(cls, messages: MessagesLike, *, grounding: Iterable[str] = ()) -> Conversation:
+        """Read ``messages`` (any form :func:`as_messages` accepts).
+
+        Args:
+            messages: The conversation, oldest first.
+            grounding: Texts from outside the conversation whose values count as given
+                (e.g. resolved KG facts), kept with source ``grounding``.
+
+        Raises:
+            InputError: A message is of no supported form.
+        """
+        msgs = as_messages(messages)
+        conv = cls(messages=msgs)
+        conv._scan()
+        conv.texts.extend(SourcedText(str(t), "grounding") for t in grounding)
+        conv.goal = read_goal(msgs)
+        return conv
+
+    def _scan(self) -> None:
+        open_calls: dict[str, int] = {}  # call id -> index in self.calls, while unanswered
+        since = 0
+        for pos, m in enumerate(self.messages):
+            if isinstance(m, HumanMessage):
+                self.texts.append(SourcedText(message_text(m), "user", pos))
+                self.user_turns += 1
+                self.last_user = pos
+                since = 0
+            elif isinstance(m, SystemMessage):
+                self.texts.append(SourcedText(message_text(m), "system", pos))
+            elif isinstance(m, ToolMessage):
+                since += 1
+                text = message_text(m)
+                slot = open_calls.pop(m.tool_call_id, None)
+                name = m.name or (self.calls[slot].name if slot is not None else None)
+                self.texts.append(SourcedText(text, "tool", pos, name))
+                if slot is not None:
+                    error = error_text(m)
+                    rec = self.calls[slot]
+                    self.calls[slot] = CallRecord(
+                        id=rec.id, name=rec.name, args=rec.args, key=rec.key,
+                        position=rec.position, answer=pos, result=text,
+                        ok=error is None, refused=refused_by_toolguard(m), error=error,
+                        invalid=rec.invalid)
+            elif isinstance(m, AIMessage):
+                text = message_text(m)
+                if text:
+                    self.texts.append(SourcedText(text, "assistant", pos))
+                for call in proposed_calls(m):
+                    if call.id:
+                        open_calls[call.id] = len(self.calls)
+                    self.calls.append(CallRecord(
+                        id=call.id, name=call.name, args=call.args,
+                        key=None if call.args is None else canonical_args(call.args),
+                        position=pos, invalid=call.raw_args is not None and call.args is None))
+            elif getattr(m, "type", None) in ("human", "system"):  # ChatMessage & co
+                src: Source = "user" if m.type == "human" else "system"
+                self.texts.append(SourcedText(message_text(m), src, pos))
+        self.results_since_request = since
+
+    # ------------------------------------------------------------------ views
+    def texts_from(self, *sources: Source) -> list[str]:
+        """Texts from the given sources, in conversation order."""
+        return [t.text for t in self.texts if t.source in sources]
+
+    @property
+    def last_ai(self) -> AIMessage | None:
+        """The last message if it is an ``AIMessage``, else ``None``."""
+        last = self.messages[-1] if self.messages else None
+        return last if isinstance(last, AIMessage) else None
+
+    def calls_at(self, position: int) -> list[CallRecord]:
+        """The calls made by the ``AIMessage`` at ``position``."""
+        return [c for c in self.calls if c.position == position]
+
+    def unanswered(self) -> list[CallRecord]:
+        """Calls of the latest ``AIMessage`` with tool calls that no ``ToolMessage`` answers."""
+        for pos in range(len(self.messages) - 1, -1, -1):
+            m = self.messages[pos]
+            if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls):
+                return [c for c in self.calls_at(pos) if c.answer is None]
+        return []
+
+
+def read_goal(messages: Sequence[BaseMessage]) -> Goal:
+    """The :class:`Goal` of a conversation (see the module docstring for the rules)."""
+    users = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    if not users:
+        return Goal()
+    chosen = [users[-1]]
+    follow_up = _follow_up(messages, users[-1])
+    joining = follow_up
+    k = len(users) - 1
+    while joining and k > 0 and len(chosen) < MAX_GOAL_MESSAGES:
+        k -= 1
+        chosen.insert(0, users[k])
+        joining = _follow_up(messages, users[k])
+    texts = [message_text(messages[i]) for i in chosen]
+    return Goal(text="\n".join(texts), request=texts[0], indexes=tuple(chosen),
+                follow_up=follow_up)
+
+
+def _follow_up(messages: Sequence[BaseMessage], index: int) -> bool:
+    """Whether the user message at ``index`` follows up on what came before it."""
+    text = message_text(messages[index]).strip()
+    before = next((m for m in reversed(messages[:index]) if not isinstance(m, SystemMessage)),
+                  None)
+    if before is None or not isinstance(before, AIMessage | ToolMessage):
+        return False  # the first message, or two user messages in a row: a request
+    if ANSWER_CUE.match(text) or REFERENCE_CUE.search(text):
+        return True
+    opens_request = bool(REQUEST_CUE.match(text))
+    if _asks(before) and not opens_request:
+        return True
+    return len(text.split()) <= SHORT_ANSWER_WORDS and not opens_request
+
+
+# ---------------------------------------------------------------------------- proposed
+@dataclass(frozen=True, slots=True)
+class ProposedCall:
+    """One tool call proposed by the model.
+
+    Attributes:
+        id: The tool call id (``None`` if the provider gave none).
+        name: The tool name as written by the model.
+        args: Parsed arguments, or ``None`` if they could not be parsed.
+        raw_args: The raw arguments string for invalid tool calls (and string ``args``),
+            else ``None``.
+        parse_error: Why the arguments could not be parsed, else ``None``.
+        index: Position among the message's calls (0-based).
+    """
+
+    id: str | None
+    name: str
+    args: dict[str, Any] | None
+    raw_args: str | None = None
+    parse_error: str | None = None
+    index: int = 0
+
+
+def proposed_calls(message: AIMessage) -> list[ProposedCall]:
+    """The calls of an ``AIMessage``: ``tool_calls`` in order, then ``invalid_tool_calls``.
+
+    ``args`` given as a string (some providers and hand-built messages) are parsed as JSON;
+    arguments that cannot be parsed, or are too large or too deeply nested, get a
+    ``parse_error``.
+    """
+    out: list[ProposedCall] = []
+    for tc in message.tool_calls:
+        args: Any = tc.get("args")
+        raw: str | None = None
+        error: str | None = None
+        if isinstance(args, str):
+            raw = args
+            args, error = parse_args(args)
+        elif args is None:
+            args = {}
+        elif not isinstance(args, dict):
+            error = f"arguments must be a JSON object, got {type(args).__name__}"
+            args = None
+        elif (problem := args_problem(args)) is not None:
+            error, args = problem, None
+        out.append(ProposedCall(id=tc.get("id"), name=str(tc.get("name") or ""), args=args,
+                                raw_args=raw, parse_error=error, index=len(out)))
+    for itc in message.invalid_tool_calls:
+        raw = itc.get("args")
+        _, error = parse_args(raw or "")
+        if error is None:
+            error = str(itc.get("error") or "the provider could not parse these arguments")
+        out.append(ProposedCall(id=itc.get("id"), name=str(itc.get("name") or ""), args=None,
+                                raw_args=raw or "", parse_error=error, index=len(out)))
+    return out

@@ -1,0 +1,58 @@
+"""toolguard's exceptions: one base class, specific subclasses.
+
+Every error toolguard raises on purpose derives from :class:`ToolguardError`, so an
+application can catch toolguard's errors apart from its own.  The subclasses also derive
+from the built-in exception a caller would have caught before (``ValueError``,
+``TypeError``, ``LookupError``), so ``except ValueError`` keeps working.
+
+A guard never raises into the user's graph because of a tool call it checks: bad model
+output becomes a verdict.  These errors are for the programmer: a bad option, input of no
+supported shape, an interrupt answered with a value of the wrong shape.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "InputError",
+    "KGError",
+    "LoopDetectedError",
+    "ResumeError",
+    "ToolSpecError",
+    "ToolguardError",
+]
+
+
+class ToolguardError(Exception):
+    """Base class of every error toolguard raises on purpose."""
+
+
+class ConfigurationError(ToolguardError, ValueError):
+    """An option is unknown or out of its bounds; the message states the bound.
+
+    Raised at construction (``max_retries must be >= 0``), never later.
+    """
+
+
+class ToolSpecError(ToolguardError, TypeError):
+    """A tool is of no supported form (LangChain tool, OpenAI function, BFCL or ToolBench doc)."""
+
+
+class InputError(ToolguardError, ValueError):
+    """Input of the wrong shape: messages that are not messages, an empty conversation, ..."""
+
+
+class ResumeError(ToolguardError, ValueError):
+    """An ``ask_user`` interrupt was resumed with a value toolguard cannot read.
+
+    The message names the accepted shapes (a string, ``{tool_call_id: answer}``, or a
+    LangChain ``HITLResponse`` with one decision per request).
+    """
+
+
+class KGError(ToolguardError, ValueError):
+    """A knowledge-graph operation got bad input (a malformed triple, a missing user id)."""
+
+
+class LoopDetectedError(ToolguardError, RuntimeError):
+    """Raised by ``LoopGuardMiddleware(exit_behavior="error")`` when the agent keeps looping."""

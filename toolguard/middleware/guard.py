@@ -1,0 +1,340 @@
+"""RelyToolBench's tool-hallucination guard as LangChain v1 ``create_agent`` middleware.
+
+Example:
+    >>> from langchain.agents import create_agent
+    >>> from toolguard import GuardMiddleware
+    >>> middleware = GuardMiddleware()          # the agent's own tools, deterministic rules
+    >>> # agent = create_agent(model, tools, middleware=[middleware], checkpointer=saver)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired
+
+from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+    hook_config,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from toolguard.guard import Guard
+from toolguard.middleware._base import ToolguardMiddleware, ToolguardState, with_update
+from toolguard.protocol import ask_user
+from toolguard.state import (
+    can_interrupt,
+    close_dangling_calls,
+    count_verdicts,
+    emit,
+    validate_ask_user,
+)
+from toolguard.steps import plan_step, with_unique_ids
+from toolguard.types import Verdict
+
+__all__ = ["GuardMiddleware", "GuardMiddlewareState", "not_answered_by_guard"]
+
+logger = logging.getLogger("toolguard")
+
+VERDICTS_KEY = "toolguard_verdicts"
+GROUNDING_KEY = "kg_grounding"
+_GUARD_CACHE_SIZE = 64
+
+AskUserMode = Literal["auto", "interrupt", "end"]
+
+
+class GuardMiddlewareState(ToolguardState):
+    """:class:`~toolguard.middleware._base.ToolguardState` plus the guard's last verdicts.
+
+    ``toolguard_verdicts`` holds the verdicts on the latest ``AIMessage`` (private),
+    written by the model node and read by ``after_model``: checkpointed, so a resume after
+    an ``ask_user`` interrupt (even in another process) answers exactly what was asked and
+    an LLM judge is not asked twice.
+    """
+
+    toolguard_verdicts: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+
+
+class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
+    """Check every tool call the model proposes before it reaches a tool (RelyToolBench).
+
+    - **Model call** (``wrap_model_call``): the calls of the model's ``AIMessage`` are
+      checked against the tools the model was offered in that call (the agent's own
+      tools; ``tools=`` overrides them), with the conversation the model saw plus the
+      system prompt and any KG grounding.  Call ids are made unique.  The verdicts go into
+      graph state with the message.
+    - **After the model** (``after_model``): each refused call gets exactly one error
+      ``ToolMessage`` before the tool node, so ``create_agent`` routes only the allowed
+      ones (the pattern of ``HumanInTheLoopMiddleware``); a timing repeat gets the
+      earlier result.  ``ask_user`` interrupts with a HITL-shaped
+      :class:`~toolguard.protocol.AskUserRequest` when the agent has a checkpointer
+      (``ask_user="auto"``), else the turn ends with the question; ``change_tools`` ends
+      the turn with a message to the user.  A message with only malformed calls goes back
+      to the model.  Verdicts that refused a call are sent as custom stream events
+      (``stream_mode="custom"``: ``{"toolguard": {"event": "verdict", ...}}``).
+    - **Before the model** (``before_model``): tool calls left unanswered when the user
+      wrote a new message instead of answering a question are answered "not executed",
+      before the new message, so the history stays valid.
+
+    Place it **last** in ``middleware=[...]``: ``after_model`` hooks run in reverse order,
+    so the guard checks a call before other middleware (``HumanInTheLoopMiddleware``)
+    shows it to a person.  With HITL's batched mode, pass
+    ``InterruptOnConfig(..., when=not_answered_by_guard)`` so a reviewer is never asked
+    about a call the guard already refused; ``interrupt_mode="per_call"`` needs nothing
+    (refused calls never reach the tool node).
+
+    Args:
+        tools: Check against these tools instead of the model call's tools (any form
+            :class:`~toolguard.specs.ToolSpec` accepts); needed only outside
+            ``create_agent``.
+        guard: A configured :class:`~toolguard.guard.Guard` to use as is (its tools);
+            mutually exclusive with ``tools`` and guard options.
+        ask_user: ``"auto"`` (interrupt when the agent has a checkpointer, else end the
+            turn with the question), ``"interrupt"`` or ``"end"``.
+        **guard_options: Keyword options of :class:`~toolguard.guard.Guard`
+            (``detectors``, ``relevance``, ``judge_model``, ``content_llm_mode``,
+            ``fail_open``, ``detector_options``).
+
+    Raises:
+        toolguard.errors.ConfigurationError: An unknown ``ask_user`` mode, ``guard``
+            together with ``tools`` or options, or an invalid guard option.
+    """
+
+    state_schema = GuardMiddlewareState
+
+    def __init__(
+        self,
+        *,
+        tools: Iterable[Any] | None = None,
+        guard: Guard | None = None,
+        ask_user: AskUserMode = "auto",
+        **guard_options: Any,
+    ) -> None:
+        from toolguard.errors import ConfigurationError
+
+        super().__init__()
+        validate_ask_user(ask_user)
+        if guard is not None and (tools is not None or guard_options):
+            raise ConfigurationError("pass guard= alone, or tools= / Guard options")
+        self.ask_user = ask_user
+        self.guard_options = dict(guard_options)
+        self._fixed = guard if guard is not None else (
+            Guard(tools, **self.guard_options) if tools is not None else None)
+        if self._fixed is None:
+            Guard([], **self.guard_options)  # validate the options now, not at the first call
+        self._guards: dict[tuple[Any, ...], Guard] = {}
+        self._last: Guard | None = self._fixed
+
+    # ------------------------------------------------------------------ guards
+    def guard_for(self, tools: Sequence[BaseTool | Mapping[str, Any]]) -> Guard:
+        """The guard for a tool set (built once per set and kept; the fixed one if given)."""
+        if self._fixed is not None:
+            return self._fixed
+        key = tuple(_tool_key(t) for t in tools)
+        guard = self._guards.get(key)
+        if guard is None:
+            if len(self._guards) >= _GUARD_CACHE_SIZE:
+                self._guards.pop(next(iter(self._guards)))
+            guard = self._guards[key] = Guard(tools, **self.guard_options)
+        self._last = guard
+        return guard
+
+    # ------------------------------------------------------------------ model call
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
+    ) -> Any:
+        """Call the model, then check the calls of its answer."""
+        response = handler(request)
+        prepared = self._prepare(request, response)
+        if prepared is None:
+            return response
+        guard, history, message, grounding = prepared
+        verdicts = guard.check([*history, message], extra_grounding=grounding)
+        return self._checked(response, message, verdicts)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
+    ) -> Any:
+        """Async twin of :meth:`wrap_model_call`."""
+        response = await handler(request)
+        prepared = self._prepare(request, response)
+        if prepared is None:
+            return response
+        guard, history, message, grounding = prepared
+        verdicts = await guard.acheck([*history, message], extra_grounding=grounding)
+        return self._checked(response, message, verdicts)
+
+    def _prepare(
+        self, request: ModelRequest[Any], response: Any
+    ) -> tuple[Guard, list[BaseMessage], AIMessage, list[str]] | None:
+        message = _ai_of(response)
+        if message is None or not (message.tool_calls or message.invalid_tool_calls):
+            return None
+        skip = _structured_output_names(request)
+        if skip and all(tc.get("name") in skip for tc in message.tool_calls) and not (
+                message.invalid_tool_calls):
+            return None  # structured output: create_agent answers it itself
+        message = with_unique_ids(message, ensure_id=True) or message
+        history: list[BaseMessage] = list(request.messages)
+        if request.system_message is not None:
+            history.insert(0, request.system_message)
+        grounding = [str(v) for v in (request.state or {}).get(GROUNDING_KEY) or []]
+        return self.guard_for(list(request.tools)), history, message, grounding
+
+    def _checked(self, response: Any, message: AIMessage, verdicts: list[Verdict]) -> Any:
+        """The model's result with ``message`` (unique call ids) and the verdicts in state."""
+        original = _ai_of(response)
+        if message is not original:
+            inner = response.model_response if isinstance(response, ExtendedModelResponse) \
+                else response
+            if isinstance(inner, ModelResponse):
+                inner = ModelResponse(result=[message if m is original else m
+                                              for m in inner.result],
+                                      structured_response=inner.structured_response)
+            else:
+                inner = message
+            response = ExtendedModelResponse(
+                model_response=inner if isinstance(inner, ModelResponse)
+                else ModelResponse(result=[inner]),
+                command=response.command if isinstance(response, ExtendedModelResponse)
+                else None)
+        return with_update(response, {VERDICTS_KEY: {
+            "message_id": message.id, "verdicts": [v.model_dump(mode="json") for v in verdicts]}})
+
+    # ------------------------------------------------------------------ after the model
+    @hook_config(can_jump_to=["end", "model"])
+    def after_model(self, state: GuardMiddlewareState,
+                    runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Answer refused calls, ask the user, or end the turn (see the class docstring)."""
+        step = self._step(state)
+        if step is None:
+            return None
+        message, verdicts = step
+        if not verdicts:
+            return None
+        mode = "interrupt" if can_interrupt(self.ask_user, _config()) else "end"
+        plan = plan_step(message, verdicts, ask=mode)
+        if plan.questions:
+            plan = plan_step(message, verdicts, ask=mode, answers=ask_user(plan.questions))
+        _observe(verdicts, getattr(runtime, "stream_writer", None))
+        update: dict[str, Any] = {"toolguard": count_verdicts(verdicts)}
+        out: list[BaseMessage] = [plan.edited] if plan.edited is not None else []
+        out.extend(plan.messages)
+        if out:
+            update["messages"] = out
+        if plan.end_turn:
+            update["jump_to"] = "end"
+        elif plan.back_to_model:
+            update["jump_to"] = "model"
+        return update
+
+    @hook_config(can_jump_to=["end", "model"])
+    async def aafter_model(self, state: GuardMiddlewareState,
+                           runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_model` (the verdicts were computed with ``acheck``)."""
+        return self.after_model(state, runtime)
+
+    def _step(self, state: Mapping[str, Any]) -> tuple[AIMessage, list[Verdict]] | None:
+        """The latest ``AIMessage`` with calls and the verdicts on its unanswered calls."""
+        messages = list(state.get("messages") or [])
+        pos = next((i for i in range(len(messages) - 1, -1, -1)
+                    if isinstance(messages[i], AIMessage | HumanMessage)), None)
+        if pos is None or not isinstance(messages[pos], AIMessage):
+            return None
+        message = messages[pos]
+        assert isinstance(message, AIMessage)
+        if not (message.tool_calls or message.invalid_tool_calls):
+            return None
+        answered = {m.tool_call_id for m in messages[pos + 1:] if isinstance(m, ToolMessage)}
+        record = state.get(VERDICTS_KEY) or {}
+        if record.get("message_id") == message.id and message.id is not None:
+            verdicts = [Verdict.model_validate(v) for v in record.get("verdicts") or []]
+        else:  # not checked in the model call (another middleware replaced the message)
+            verdicts = self._recheck(messages[:pos + 1], state)
+        return message, [v for v in verdicts if v.tool_call_id not in answered]
+
+    def _recheck(self, messages: list[BaseMessage], state: Mapping[str, Any]) -> list[Verdict]:
+        guard = self._last
+        if guard is None:
+            logger.warning("toolguard: no tool set known for an unchecked AIMessage; its "
+                           "calls are let through (pass tools= to GuardMiddleware)")
+            return []
+        grounding = [str(v) for v in state.get(GROUNDING_KEY) or []]
+        return guard.check(messages, extra_grounding=grounding)
+
+    # ------------------------------------------------------------------ before the model
+    def before_model(self, state: GuardMiddlewareState,
+                     runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Answer calls left dangling by a new user message (see the class docstring)."""
+        fixed = close_dangling_calls(list(state.get("messages") or []))
+        return {"messages": fixed} if fixed else None
+
+    async def abefore_model(self, state: GuardMiddlewareState,
+                            runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model`."""
+        return self.before_model(state, runtime)
+
+
+def not_answered_by_guard(request: Any) -> bool:
+    """``InterruptOnConfig(when=...)`` predicate: the call has no answer yet.
+
+    With ``HumanInTheLoopMiddleware`` in batched mode, a reviewer is otherwise asked
+    about calls the guard already refused (and a reject would answer them twice).
+    """
+    call_id = request.tool_call.get("id")
+    return not any(isinstance(m, ToolMessage) and m.tool_call_id == call_id
+                   for m in reversed(list(request.state.get("messages") or [])))
+
+
+def _config() -> Any:
+    try:
+        return get_config()
+    except RuntimeError:  # pragma: no cover - outside a graph run
+        return {}
+
+
+def _ai_of(response: Any) -> AIMessage | None:
+    """The ``AIMessage`` of a model call's result."""
+    if isinstance(response, AIMessage):
+        return response
+    inner = response.model_response if isinstance(response, ExtendedModelResponse) else response
+    if isinstance(inner, ModelResponse):
+        return next((m for m in reversed(inner.result) if isinstance(m, AIMessage)), None)
+    return None
+
+
+def _structured_output_names(request: ModelRequest[Any]) -> set[str]:
+    """Names of structured-output tools (``ToolStrategy``): create_agent answers those."""
+    specs = getattr(request.response_format, "schema_specs", None) or []
+    return {str(getattr(s, "name", "")) for s in specs if getattr(s, "name", None)}
+
+
+def _tool_key(tool: Any) -> Any:
+    if isinstance(tool, Mapping):
+        return json.dumps(tool, sort_keys=True, default=str)
+    return ("tool", id(tool))
+
+
+def _observe(verdicts: Sequence[Verdict], writer: Callable[[Any], None] | None) -> None:
+    """Custom stream events for refused calls, and the verdicts on the LangSmith run."""
+    for v in verdicts:
+        if v.action != "allow":
+            emit({"event": "verdict", "tool_call_id": v.tool_call_id, "tool": v.tool_name,
+                  "action": v.action, "hallucination": v.hallucination,
+                  "reason": v.reason[:500]}, writer)
+    try:
+        from langsmith.run_helpers import get_current_run_tree
+    except ImportError:  # pragma: no cover - langsmith comes with langchain-core
+        return
+    run = get_current_run_tree()
+    if run is not None:
+        run.add_metadata({"toolguard_verdicts": [
+            {"tool": v.tool_name, "action": v.action, "hallucination": v.hallucination}
+            for v in verdicts]})

@@ -1,0 +1,202 @@
+"""From verdicts to the messages of one step: shared by the middleware and the LangGraph node.
+
+:func:`plan_step` turns the guard's verdicts on one ``AIMessage`` into what the graph must
+add so that **every tool call is answered by exactly one ToolMessage** and refused calls
+never reach a tool:
+
+- ``allow``: nothing; the agent's router sends the call to the tool node.
+- ``block`` (fabricated tool, bad format, ungrounded repeat, irrelevant tool with a better
+  one): one error ``ToolMessage`` with the verdict's actionable feedback (a timing repeat
+  carries the earlier result); the model goes on.
+- ``ask_user`` (TalkToUser): with an interrupt, the user's answers (``respond``, ``edit``,
+  ``approve``, ``reject``; see :mod:`toolguard.protocol`) decide each asked call; without
+  one, the turn ends with the question as an ``AIMessage`` and every call of the step is
+  answered "not executed".
+- ``change_tools`` (ChangeTools): the turn ends with a message telling the user no
+  available tool fits; every call of the step is answered "not executed".
+
+A step whose calls are all malformed (``invalid_tool_calls`` only) is answered and sent
+back to the model (``back_to_model``): LangChain's ``create_agent`` would otherwise end
+the run on a message without valid tool calls.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolguard.conversation import parse_args
+from toolguard.protocol import Answer, AskQuestion, answered_tool_message, user_message
+from toolguard.types import Verdict
+
+__all__ = ["StepPlan", "plan_step", "verdict_message", "with_unique_ids"]
+
+AskMode = Literal["interrupt", "end"]
+
+
+@dataclass
+class StepPlan:
+    """What one step adds to the graph state.
+
+    Attributes:
+        messages: ``ToolMessage`` s for the calls that must not run, then, when the turn
+            ends, the ``AIMessage`` for the user; in order.
+        edited: The step's ``AIMessage`` with arguments the user edited (same id, so
+            ``add_messages`` replaces it), or ``None``.
+        end_turn: The turn ends here (a question or a "no tool fits" message).
+        back_to_model: Nothing was left to run and the message had no valid tool calls:
+            the model must see the answers.
+        questions: Questions to ask before the plan is final (``ask="interrupt"`` without
+            ``answers``): the adapter interrupts, then calls :func:`plan_step` again with
+            the answers.
+    """
+
+    messages: list[BaseMessage] = field(default_factory=list)
+    edited: AIMessage | None = None
+    end_turn: bool = False
+    back_to_model: bool = False
+    questions: list[AskQuestion] = field(default_factory=list)
+
+
+def verdict_message(v: Verdict, content: str | None = None) -> ToolMessage:
+    """The error ``ToolMessage`` answering a call toolguard did not let run.
+
+    The verdict goes into ``artifact["toolguard"]`` (a trace shows it; readers tell the
+    answer from a tool's own).
+    """
+    return ToolMessage(
+        content=v.feedback() if content is None else content,
+        tool_call_id=v.tool_call_id or "",
+        name=v.tool_name,
+        status="error",
+        artifact={"toolguard": v.model_dump(mode="json")},
+    )
+
+
+def _question(v: Verdict, args: dict[str, Any] | None) -> AskQuestion:
+    q = AskQuestion(tool_call_id=v.tool_call_id, tool_name=v.tool_name,
+                    question=v.question or v.reason,
+                    missing=[e.parameter for e in v.evidence if e.parameter],
+                    source="guard")
+    if args is not None:
+        q["args"] = dict(args)
+    return q
+
+
+def plan_step(
+    message: AIMessage,
+    verdicts: Sequence[Verdict],
+    *,
+    ask: AskMode,
+    answers: Sequence[Answer] | None = None,
+) -> StepPlan:
+    """Plan the answers of one step (see the module docstring).
+
+    Args:
+        message: The ``AIMessage`` whose calls were checked (unique, non-empty call ids).
+        verdicts: One verdict per call still to be answered, in call order.
+        ask: ``"interrupt"`` to ask the user in the graph, ``"end"`` to end the turn with
+            the question.
+        answers: The user's answers to the plan's ``questions``, in order, once asked.
+
+    Returns:
+        The :class:`StepPlan`; with ``questions`` and nothing else when the adapter must
+        interrupt first.
+    """
+    asks = [v for v in verdicts if v.action == "ask_user"]
+    args_by_id = {str(tc.get("id")): dict(tc["args"]) if isinstance(tc.get("args"), dict)
+                  else {} for tc in message.tool_calls}
+    if asks and ask == "interrupt" and answers is None:
+        return StepPlan(questions=[_question(v, args_by_id.get(v.tool_call_id or ""))
+                                   for v in asks])
+    plan = StepPlan()
+    by_id = dict(zip((v.tool_call_id for v in asks), answers or (), strict=False))
+    changes = [v for v in verdicts if v.action == "change_tools"]
+    plan.end_turn = bool(changes) or (bool(asks) and ask == "end")
+    edits: dict[str, dict[str, Any]] = {}
+    for v in verdicts:
+        cid = v.tool_call_id or ""
+        if v.action == "ask_user" and ask == "interrupt":
+            answer = by_id.get(v.tool_call_id, Answer("respond", ""))
+            if answer.kind == "edit" and answer.args is not None and not plan.end_turn:
+                edits[cid] = answer.args
+            elif answer.kind == "approve" and not plan.end_turn:
+                pass  # the user vouches for the values: the call runs as proposed
+            elif answer.kind in ("edit", "approve"):
+                plan.messages.append(verdict_message(v, "Not executed: the turn ended before "
+                                                        "this call could run."))
+            else:
+                q = v.question or v.reason
+                plan.messages.append(answered_tool_message(cid, v.tool_name, q, answer))
+        elif v.action == "ask_user":
+            plan.messages.append(verdict_message(
+                v, f"Not executed: waiting for the user's answer to: {v.question or v.reason}"))
+        elif v.action != "allow":
+            plan.messages.append(verdict_message(v))
+        elif plan.end_turn:
+            plan.messages.append(ToolMessage(
+                "Not executed: the turn ended with a message to the user before this call "
+                "could run.", tool_call_id=cid, name=v.tool_name, status="error",
+                artifact={"toolguard": {"closed": "end_turn"}}))
+    if edits:
+        calls = [{**tc, "args": edits[str(tc.get("id"))]} if str(tc.get("id")) in edits
+                 else tc for tc in message.tool_calls]
+        plan.edited = message.model_copy(update={"tool_calls": calls})
+    if plan.end_turn:
+        if changes:
+            plan.messages.append(user_message(
+                "None of my available tools can do this request, so I did not call any. "
+                f"({changes[0].reason}) Please provide a suitable tool or rephrase the "
+                "request.", "change_tools"))
+        else:
+            plan.messages.append(user_message(
+                "\n".join(dict.fromkeys(v.question or v.reason for v in asks)), "ask_user"))
+        return plan
+    answered = {m.tool_call_id for m in plan.messages if isinstance(m, ToolMessage)}
+    runnable = [tc for tc in message.tool_calls if tc.get("id") not in answered]
+    plan.back_to_model = not runnable and bool(verdicts)
+    return plan
+
+
+def with_unique_ids(message: AIMessage, *, ensure_id: bool = False) -> AIMessage | None:
+    """A copy of ``message`` ready for the tool node, or ``None`` if it already is.
+
+    Its tool calls get distinct, non-empty ids, and arguments given as a JSON string (some
+    providers, hand-built messages) that parse to an object are replaced by the object.
+    The copy keeps the message id, so ``add_messages`` replaces the original in place;
+    with ``ensure_id`` a missing message id is assigned (``toolguard-<uuid4>``).
+    """
+    seen: set[str] = set()
+    calls, changed_valid = _unique_ids(message.tool_calls, "toolguard_call", seen)
+    invalid, changed_invalid = _unique_ids(message.invalid_tool_calls, "toolguard_invalid",
+                                           seen)
+    for i, call in enumerate(calls):
+        if isinstance(call.get("args"), str):
+            parsed, error = parse_args(call["args"])
+            if error is None:
+                calls[i] = {**call, "args": parsed}
+                changed_valid = True
+    if not (changed_valid or changed_invalid or (ensure_id and message.id is None)):
+        return None
+    update: dict[str, Any] = {"tool_calls": calls, "invalid_tool_calls": invalid}
+    if ensure_id and message.id is None:
+        update["id"] = f"toolguard-{uuid.uuid4()}"
+    return message.model_copy(update=update)
+
+
+def _unique_ids(calls: Sequence[Any], prefix: str, seen: set[str]) -> tuple[list[Any], bool]:
+    """Calls with ids made non-empty and unique (among ``seen``, which is updated)."""
+    out: list[Any] = []
+    changed = False
+    for i, call in enumerate(calls):
+        cid = call.get("id") or f"{prefix}_{i}"
+        while cid in seen:
+            cid = f"{cid}_{i}"
+        changed |= cid != call.get("id")
+        seen.add(cid)
+        out.append({**call, "id": cid})
+    return out, changed
