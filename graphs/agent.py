@@ -37,6 +37,7 @@ from toolguard.guard import Guard
 from toolguard.middleware import (
     GuardMiddleware,
     KGResolveMiddleware,
+    LoopGuardMiddleware,
     PrecheckMiddleware,
     RetryControllerMiddleware,
 )
@@ -121,12 +122,7 @@ def guarded_middleware(
     if pre is not None:
         out.append(PrecheckMiddleware(precheck=pre, ask_user=ask_user))
     if loop == "default":
-        try:
-            from toolguard.middleware import LoopGuardMiddleware  # type: ignore[attr-defined]
-        except ImportError:  # pragma: no cover - the loop guard is optional here
-            loop = None
-        else:
-            loop = LoopGuardMiddleware()
+        loop = LoopGuardMiddleware()
     if loop is not None:
         out.append(loop)
     out.append(GuardMiddleware(guard=guard, ask_user=ask_user) if guard is not None

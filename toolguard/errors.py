@@ -12,6 +12,8 @@ supported shape, an interrupt answered with a value of the wrong shape.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigurationError",
     "InputError",
@@ -55,4 +57,12 @@ class KGError(ToolguardError, ValueError):
 
 
 class LoopDetectedError(ToolguardError, RuntimeError):
-    """Raised by ``LoopGuardMiddleware(exit_behavior="error")`` when the agent keeps looping."""
+    """Raised by ``LoopGuardMiddleware(exit_behavior="error")`` when the agent keeps looping.
+
+    Attributes:
+        verdict: The loop guard's ``LoopVerdict`` (kind, signature, counts), or ``None``.
+    """
+
+    def __init__(self, message: str, *, verdict: Any = None) -> None:
+        super().__init__(message)
+        self.verdict = verdict

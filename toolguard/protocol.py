@@ -150,7 +150,8 @@ def ask_user(questions: Sequence[AskQuestion]) -> list[Answer]:
     Raises:
         langgraph.errors.GraphInterrupt: The first time (this is how the graph pauses).
     """
-    value = interrupt(ask_request(questions), response_schema=AskUserResume)  # type: ignore[arg-type]
+    value = interrupt(ask_request(questions),
+                      response_schema=AskUserResume)  # type: ignore[call-overload]
     return read_answers(value, questions)
 
 

@@ -116,7 +116,8 @@ def close_dangling_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     ``HumanMessage`` follows it: a history providers reject.  The update removes the user
     message(s) after the dangling calls, answers each dangling call with a "not executed"
     ``ToolMessage`` and adds the user message(s) back after them (``add_messages``
-    semantics: ``RemoveMessage`` then re-append, ids kept).
+    semantics: ``RemoveMessage``, then copies with the id suffixed ``.moved``: a re-added
+    id would keep its old place).
 
     Returns:
         ``[]`` when nothing dangles.
@@ -144,11 +145,13 @@ def close_dangling_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
                     first_after = pos + 1
     if not answers or first_after is None:
         return []
-    # every message after the dangling AIMessage that is not a tool answer moves after them
+    # every message after the dangling AIMessage that is not a tool answer moves after them;
+    # add_messages keeps a re-added id in place, so the moved copies get new ids
     moved = [m for m in messages[first_after:] if not isinstance(m, ToolMessage)]
     if any(m.id is None for m in moved):
         return []  # cannot move messages without ids (add_messages assigns them in graphs)
-    return [*(RemoveMessage(id=str(m.id)) for m in moved), *answers, *moved]
+    copies = [m.model_copy(update={"id": f"{m.id}.moved"}) for m in moved]
+    return [*(RemoveMessage(id=str(m.id)) for m in moved), *answers, *copies]
 
 
 def internal_config(kind: str, config: RunnableConfig | None = None) -> RunnableConfig:

@@ -33,7 +33,7 @@ from toolguard.conversation import parse_args
 from toolguard.protocol import Answer, AskQuestion, answered_tool_message, user_message
 from toolguard.types import Verdict
 
-__all__ = ["StepPlan", "plan_step", "verdict_message", "with_unique_ids"]
+__all__ = ["AskMode", "StepPlan", "plan_step", "verdict_message", "with_unique_ids"]
 
 AskMode = Literal["interrupt", "end"]
 
@@ -48,8 +48,8 @@ class StepPlan:
         edited: The step's ``AIMessage`` with arguments the user edited (same id, so
             ``add_messages`` replaces it), or ``None``.
         end_turn: The turn ends here (a question or a "no tool fits" message).
-        back_to_model: Nothing was left to run and the message had no valid tool calls:
-            the model must see the answers.
+        back_to_model: The message had only malformed calls (no valid tool calls), all now
+            answered: the model must see the answers (``create_agent`` would end the run).
         questions: Questions to ask before the plan is final (``ask="interrupt"`` without
             ``answers``): the adapter interrupts, then calls :func:`plan_step` again with
             the answers.
@@ -156,9 +156,9 @@ def plan_step(
             plan.messages.append(user_message(
                 "\n".join(dict.fromkeys(v.question or v.reason for v in asks)), "ask_user"))
         return plan
-    answered = {m.tool_call_id for m in plan.messages if isinstance(m, ToolMessage)}
-    runnable = [tc for tc in message.tool_calls if tc.get("id") not in answered]
-    plan.back_to_model = not runnable and bool(verdicts)
+    # create_agent sends a message whose valid calls are all answered back to the model by
+    # itself; only a message with malformed calls alone would end the run there
+    plan.back_to_model = not message.tool_calls and bool(verdicts)
     return plan
 
 

@@ -3,6 +3,10 @@
 :class:`ScriptedChatModel` replays a fixed list of ``AIMessage`` s (or functions of the
 conversation that return one) and accepts ``bind_tools`` like a real tool-calling model.
 It records every prompt it was given in ``calls``.
+
+Give each step its own ``AIMessage`` object: LangChain assigns a message an id the first
+time it passes through a model, so replaying the same object twice would reuse the id and
+``add_messages`` would replace the earlier message instead of appending a new one.
 """
 
 from __future__ import annotations

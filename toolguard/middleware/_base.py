@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Generic, NotRequired, TypeVar
+from collections.abc import Sequence
+from typing import Annotated, Any, Generic, NotRequired, TypeVar
 
 from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
 from langchain.agents.middleware.types import (
@@ -27,7 +28,7 @@ class ToolguardMiddleware(AgentMiddleware[S, Any, Any], Generic[S]):
     :func:`toolguard.state.internal_config`) stay out of the agent's message stream.
     """
 
-    transformers: ClassVar = (InternalCallTransformer,)
+    transformers: Sequence[Any] = (InternalCallTransformer,)
 
 
 class ToolguardState(AgentState[Any]):

@@ -36,7 +36,7 @@ from toolguard.state import (
     emit,
     validate_ask_user,
 )
-from toolguard.steps import plan_step, with_unique_ids
+from toolguard.steps import AskMode, plan_step, with_unique_ids
 from toolguard.types import Verdict
 
 __all__ = ["GuardMiddleware", "GuardMiddlewareState", "not_answered_by_guard"]
@@ -185,7 +185,8 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         history: list[BaseMessage] = list(request.messages)
         if request.system_message is not None:
             history.insert(0, request.system_message)
-        grounding = [str(v) for v in (request.state or {}).get(GROUNDING_KEY) or []]
+        values: Any = (request.state or {}).get(GROUNDING_KEY) or []
+        grounding = [str(v) for v in values]
         return self.guard_for(list(request.tools)), history, message, grounding
 
     def _checked(self, response: Any, message: AIMessage, verdicts: list[Verdict]) -> Any:
@@ -219,7 +220,7 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         message, verdicts = step
         if not verdicts:
             return None
-        mode = "interrupt" if can_interrupt(self.ask_user, _config()) else "end"
+        mode: AskMode = "interrupt" if can_interrupt(self.ask_user, _config()) else "end"
         plan = plan_step(message, verdicts, ask=mode)
         if plan.questions:
             plan = plan_step(message, verdicts, ask=mode, answers=ask_user(plan.questions))

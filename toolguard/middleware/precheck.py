@@ -60,8 +60,9 @@ class PrecheckMiddleware(ToolguardMiddleware[PrecheckMiddlewareState]):
 
     The pre-check never asks twice in a row: after the user answered a question toolguard
     asked, ``ask_user`` becomes ``proceed`` (when unsure, proceed).  LLM modes call their
-    model as an internal call: it never appears in the agent's message stream.  Counters ``precheck_proceed`` / ``precheck_ask_user`` /
-    ``precheck_no_suitable_tool`` go into ``state["toolguard"]``.
+    model as an internal call: it never appears in the agent's message stream.  Counters
+    ``precheck_proceed`` / ``precheck_ask_user`` / ``precheck_no_suitable_tool`` go into
+    ``state["toolguard"]``.
 
     Args:
         precheck: A configured :class:`~toolguard.precheck.Precheck` (its tools), used as

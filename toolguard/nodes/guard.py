@@ -53,7 +53,7 @@ from toolguard.state import (
     messages_of,
     validate_ask_user,
 )
-from toolguard.steps import plan_step, with_unique_ids
+from toolguard.steps import AskMode, plan_step, with_unique_ids
 from toolguard.types import Verdict
 
 __all__ = ["AskUserMode", "AskUserNode", "GuardCounters", "GuardNode", "GuardState",
@@ -198,7 +198,7 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
             return {}
         last = messages[-1]
         assert isinstance(last, AIMessage)
-        mode = "interrupt" if can_interrupt(self.ask_user, config) else "end"
+        mode: AskMode = "interrupt" if can_interrupt(self.ask_user, config) else "end"
         plan = plan_step(last, verdicts, ask=mode)
         update: dict[str, Any] = {}
         out: list[BaseMessage] = [fixed] if fixed is not None else []

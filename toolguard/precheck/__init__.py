@@ -542,7 +542,13 @@ class Precheck:
             "attempts": attempts, "fallback": True, "raw": raw[:2000]})
 
     def _deterministic(self, msgs: list[BaseMessage]) -> PrecheckDecision:
-        verdict = self.rules.decide(current_request(msgs), context_texts(msgs))
+        conv = Conversation.read(msgs)
+        ongoing = conv.user_turns > 1 and any(
+            c.ok and not c.refused and c.answer is not None and conv.last_user is not None
+            and c.answer < conv.last_user for c in conv.calls)
+        verdict = self.rules.decide(
+            conv.goal.text, [*conv.texts_from("user", "system"), *conv.texts_from("tool")],
+            ongoing=ongoing)
         if verdict.decision == "ask_user" and answers_toolguard(msgs):
             return PrecheckDecision(  # never ask twice in a row: when unsure, proceed
                 decision="proceed", tool=verdict.tool, scores=verdict.scores,
