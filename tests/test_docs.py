@@ -6,9 +6,14 @@ import pytest
 
 import toolguard.guard
 import toolguard.middleware
+import toolguard.middleware.guard
+import toolguard.middleware.kg
+import toolguard.middleware.precheck
 
 
-@pytest.mark.parametrize("module", [toolguard.guard, toolguard.middleware])
+@pytest.mark.parametrize("module", [toolguard.guard, toolguard.middleware.retry,
+                                    toolguard.middleware.guard, toolguard.middleware.kg,
+                                    toolguard.middleware.precheck])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.failed == 0
@@ -43,3 +48,21 @@ def test_ci_runs_the_readme_test_command_with_the_local_model_required() -> None
         assert command.count("-c constraints.txt") == 2
     pins = (root / "constraints.txt").read_text()
     assert re.search(r"^llama_cpp_python==0\.3\.36$", pins, re.M)
+
+
+def test_middleware_example_runs_with_real_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "middleware_agent.py"
+    runpy.run_path(str(path), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "asked   : Which amount should I use for transfer?" in out
+    # the timed-out read ran twice (one retry); the guessed 500 EUR never ran; the user's
+    # 50 EUR did; the failing transfer ran twice, then the loop guard nudged and stopped
+    assert ("executed: ['get_balance(ACC-1)', 'get_balance(ACC-1)', "
+            "'transfer(ACC-1, ACC-2, 50.0)', 'transfer(ACC-2, ACC-1, 900.0)', "
+            "'transfer(ACC-2, ACC-1, 900.0)']") in out
+    assert "ledger  : {'ACC-1': 70.0, 'ACC-2': 65.0}" in out
+    assert "stopped : I stopped working on this request" in out
+    assert "abstain : None of my available tools can do this request" in out

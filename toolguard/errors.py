@@ -36,8 +36,12 @@ class ConfigurationError(ToolguardError, ValueError):
     """
 
 
-class ToolSpecError(ToolguardError, TypeError):
-    """A tool is of no supported form (LangChain tool, OpenAI function, BFCL or ToolBench doc)."""
+class ToolSpecError(ToolguardError, TypeError, ValueError):
+    """A tool is of no supported form (LangChain tool, OpenAI function, BFCL or ToolBench doc).
+
+    Both a ``TypeError`` (a value of the wrong kind) and a ``ValueError`` (a doc without a
+    ``name``), as the two cases raised before.
+    """
 
 
 class InputError(ToolguardError, ValueError):

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict
 
+from toolguard.errors import ConfigurationError
 from toolguard.judge import LLMJudge
 from toolguard.specs import ToolSpec
 from toolguard.text import content_stems
@@ -125,9 +126,9 @@ class LexicalRelevanceJudge(RelevanceJudge):
         min_request_terms: int = 4,
     ) -> None:
         if min_alternative_score < 1:
-            raise ValueError("min_alternative_score must be >= 1")
+            raise ConfigurationError("min_alternative_score must be >= 1")
         if min_request_terms < 1:
-            raise ValueError("min_request_terms must be >= 1")
+            raise ConfigurationError("min_request_terms must be >= 1")
         self.min_alternative_score = min_alternative_score
         self.flag_no_match = flag_no_match
         self.min_request_terms = min_request_terms
@@ -246,7 +247,7 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
         for label, value in (("min_similarity", min_similarity), ("margin", margin),
                              ("no_match_similarity", no_match_similarity)):
             if not -1.0 <= value <= 1.0:
-                raise ValueError(f"{label} must be in [-1, 1], got {value}")
+                raise ConfigurationError(f"{label} must be in [-1, 1], got {value}")
         self.model_path = model_path
         self.min_similarity = min_similarity
         self.margin = margin

@@ -24,6 +24,8 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from toolguard.errors import ConfigurationError, ToolSpecError
+
 Effects = Literal["read", "write", "unknown"]
 """Whether calling a tool changes the world: ``read`` (no side effects), ``write``
 (state-changing, e.g. ``book_flight``), or ``unknown`` (the default; treated as
@@ -117,11 +119,11 @@ class ToolSpec(BaseModel):
         """Build from an OpenAI function schema (wrapped in ``{"type": "function"}`` or bare).
 
         Raises:
-            ValueError: If the schema has no ``name``.
+            toolguard.errors.ToolSpecError: If the schema has no ``name``.
         """
         fn = schema.get("function", schema) if schema.get("type") == "function" else schema
         if not isinstance(fn, Mapping) or not fn.get("name"):
-            raise ValueError(f"OpenAI function schema needs a 'name': {dict(schema)!r:.200}")
+            raise ToolSpecError(f"OpenAI function schema needs a 'name': {dict(schema)!r:.200}")
         fields: dict[str, Any] = {
             "name": str(fn["name"]),
             "description": str(fn.get("description") or ""),
@@ -135,10 +137,10 @@ class ToolSpec(BaseModel):
         """Build from a BFCL function doc (``{name, description, parameters}`` with Gorilla types).
 
         Raises:
-            ValueError: If the doc has no ``name``.
+            toolguard.errors.ToolSpecError: If the doc has no ``name``.
         """
         if not doc.get("name"):
-            raise ValueError(f"BFCL doc needs a 'name': {dict(doc)!r:.200}")
+            raise ToolSpecError(f"BFCL doc needs a 'name': {dict(doc)!r:.200}")
         fields: dict[str, Any] = {
             "name": str(doc["name"]),
             "description": str(doc.get("description") or ""),
@@ -187,7 +189,8 @@ class ToolSpec(BaseModel):
         """Build a spec from any supported form (see module docstring).
 
         Raises:
-            TypeError: If ``tool`` is of no supported form.
+            toolguard.errors.ToolSpecError: If ``tool`` is of no supported form (a
+                ``TypeError``).
         """
         if isinstance(tool, ToolSpec):
             return tool
@@ -203,7 +206,7 @@ class ToolSpec(BaseModel):
         if callable(tool):
             fn = convert_to_openai_tool(tool)
             return cls.from_openai(fn)
-        raise TypeError(
+        raise ToolSpecError(
             f"cannot build a ToolSpec from {type(tool).__name__}; expected a LangChain BaseTool, "
             "an OpenAI function dict, a BFCL doc, a ToolBench api_list entry or a callable"
         )
@@ -213,14 +216,14 @@ def to_specs(tools: Iterable[Any]) -> list[ToolSpec]:
     """Coerce tools (see :meth:`ToolSpec.coerce`) into specs.
 
     Raises:
-        ValueError: If two tools share a name.
-        TypeError: If a tool is of no supported form.
+        toolguard.errors.ConfigurationError: If two tools share a name (a ``ValueError``).
+        toolguard.errors.ToolSpecError: If a tool is of no supported form (a ``TypeError``).
     """
     specs = [ToolSpec.coerce(t) for t in tools]
     seen: set[str] = set()
     for s in specs:
         if s.name in seen:
-            raise ValueError(f"duplicate tool name {s.name!r}")
+            raise ConfigurationError(f"duplicate tool name {s.name!r}")
         seen.add(s.name)
     return specs
 

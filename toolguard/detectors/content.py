@@ -254,14 +254,14 @@ class ContentDetector(Detector):
         max_value_chars: int = 120,
     ) -> None:
         if not 0 <= fuzzy_threshold <= 100:
-            raise ValueError("fuzzy_threshold must be in [0, 100]")
+            raise ConfigurationError("fuzzy_threshold must be in [0, 100]")
         if not 0 < token_share <= 1:
-            raise ValueError("token_share must be in (0, 1]")
+            raise ConfigurationError("token_share must be in (0, 1]")
         if max_value_chars < 1:
-            raise ValueError("max_value_chars must be >= 1")
+            raise ConfigurationError("max_value_chars must be >= 1")
         mode: ContentLLMMode = llm_mode or ("confirm" if judge_model is not None else "off")
         if mode != "off" and judge_model is None:
-            raise ValueError(f"llm_mode={mode!r} needs a judge_model")
+            raise ConfigurationError(f"llm_mode={mode!r} needs a judge_model")
         self.fuzzy_threshold = fuzzy_threshold
         self.token_share = token_share
         self.max_value_chars = max_value_chars

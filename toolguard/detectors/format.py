@@ -14,6 +14,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 
 from toolguard.context import CheckContext, ProposedCall
 from toolguard.detectors.base import Detector, register_detector
+from toolguard.errors import ConfigurationError
 from toolguard.specs import ToolSpec
 from toolguard.types import Evidence, Verdict
 
@@ -52,7 +53,7 @@ class FormatDetector(Detector):
 
     def __init__(self, *, allow_unknown_keys: bool = False, max_errors: int = 5) -> None:
         if max_errors < 1:
-            raise ValueError("max_errors must be >= 1")
+            raise ConfigurationError("max_errors must be >= 1")
         self.allow_unknown_keys = allow_unknown_keys
         self.max_errors = max_errors
         self._validators: dict[ToolSpec, Draft202012Validator | None] = {}

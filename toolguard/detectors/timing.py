@@ -29,6 +29,7 @@ from typing import ClassVar
 
 from toolguard.context import CheckContext, ProposedCall, canonical_args
 from toolguard.detectors.base import Detector, register_detector
+from toolguard.errors import ConfigurationError
 from toolguard.types import Evidence, Verdict
 
 _MAX_REPLAY_CHARS = 4000
@@ -47,7 +48,7 @@ class TimingDetector(Detector):
 
     def __init__(self, *, max_replay_chars: int = _MAX_REPLAY_CHARS) -> None:
         if max_replay_chars < 0:
-            raise ValueError("max_replay_chars must be >= 0")
+            raise ConfigurationError("max_replay_chars must be >= 0")
         self.max_replay_chars = max_replay_chars
 
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:

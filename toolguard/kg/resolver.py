@@ -43,6 +43,7 @@ from functools import lru_cache
 import snowballstemmer
 from rapidfuzz import fuzz
 
+from toolguard.errors import ConfigurationError
 from toolguard.kg.graph import KnowledgeGraph, Triple, search_program
 from toolguard.kg.lexicon import (
     ATTRIBUTE_SYNONYMS,
@@ -196,7 +197,7 @@ class DeterministicPathGenerator:
         top_margin: Score distance (>= 0) of the extra relations from the best one.
 
     Raises:
-        ValueError: On a threshold outside its range.
+        toolguard.errors.ConfigurationError: On a threshold outside its range.
     """
 
     def __init__(
@@ -212,11 +213,11 @@ class DeterministicPathGenerator:
         top_margin: float = 0.6,
     ) -> None:
         if not 0 <= fuzzy_threshold <= 100:
-            raise ValueError("fuzzy_threshold must be in [0, 100]")
+            raise ConfigurationError("fuzzy_threshold must be in [0, 100]")
         if min_score <= 0:
-            raise ValueError("min_score must be > 0")
+            raise ConfigurationError("min_score must be > 0")
         if similarity_weight < 0:
-            raise ValueError("similarity_weight must be >= 0")
+            raise ConfigurationError("similarity_weight must be >= 0")
         self.kg = kg
         self.fuzzy_threshold = fuzzy_threshold
         self.min_score = min_score
@@ -226,9 +227,9 @@ class DeterministicPathGenerator:
         self._cache: tuple[set[str], set[str], _Table] | None = None
         self.vague_score = vague_score
         if top_k < 1:
-            raise ValueError("top_k must be >= 1")
+            raise ConfigurationError("top_k must be >= 1")
         if top_margin < 0:
-            raise ValueError("top_margin must be >= 0")
+            raise ConfigurationError("top_margin must be >= 0")
         self.top_k = top_k
         self.top_margin = top_margin
 

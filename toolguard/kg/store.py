@@ -18,6 +18,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, Item
 
+from toolguard.errors import KGError
 from toolguard.kg.graph import KnowledgeGraph, Triple
 
 _PAGE = 500
@@ -25,9 +26,9 @@ _PAGE = 500
 
 def _check_user(user_id: object) -> str:
     if not isinstance(user_id, str) or not user_id.strip():
-        raise ValueError(f"user_id must be a non-empty string, got {user_id!r}")
+        raise KGError(f"user_id must be a non-empty string, got {user_id!r}")
     if "." in user_id:
-        raise ValueError(f"user_id must not contain '.', got {user_id!r} "
+        raise KGError(f"user_id must not contain '.', got {user_id!r} "
                          "(LangGraph namespace labels cannot)")
     return user_id
 
@@ -35,7 +36,7 @@ def _check_user(user_id: object) -> str:
 def _check_triple(triple: Sequence[Any]) -> Triple:
     if not (isinstance(triple, list | tuple) and len(triple) == 3
             and all(isinstance(v, str) and v for v in triple)):
-        raise ValueError(f"a triple is (head, relation, tail) of non-empty strings, "
+        raise KGError(f"a triple is (head, relation, tail) of non-empty strings, "
                          f"got {triple!r}")
     return (triple[0], triple[1], triple[2])
 
@@ -58,12 +59,12 @@ class KGStore:
         prefix: Namespace prefix; a user's triples live under ``(*prefix, user_id)``.
 
     Raises:
-        ValueError: On an empty prefix or a prefix label containing ``.``.
+        toolguard.errors.KGError: On an empty prefix or a prefix label containing ``.``.
     """
 
     def __init__(self, store: BaseStore, *, prefix: Sequence[str] = ("toolguard", "kg")) -> None:
         if not prefix or any(not isinstance(p, str) or not p or "." in p for p in prefix):
-            raise ValueError(f"prefix must be non-empty labels without '.', got {prefix!r}")
+            raise KGError(f"prefix must be non-empty labels without '.', got {prefix!r}")
         self.store = store
         self.prefix = tuple(prefix)
 

@@ -60,6 +60,7 @@ from toolguard.conversation import (
 )
 from toolguard.conversation import MessagesLike as _MessagesLike
 from toolguard.conversation import as_messages as _as_messages
+from toolguard.errors import ConfigurationError
 from toolguard.precheck.rules import (
     DeterministicRules,
     MissingInfoPolicy,
@@ -412,9 +413,10 @@ class Precheck:
             description words the best tool may share for ``no_suitable_tool``.
 
     Raises:
-        ValueError: For an unknown mode/fallback/relevance/missing_info, an LLM mode without a
+        toolguard.errors.ConfigurationError: For an unknown mode/fallback/relevance/missing_info,
+            an LLM mode without a
             model, or a negative ``max_desc_overlap``.
-        TypeError: If a tool is of no supported form.
+        toolguard.errors.ToolSpecError: If a tool is of no supported form.
         ImportError: ``relevance="embedding"`` without the ``embed`` extra.
     """
 
@@ -431,14 +433,15 @@ class Precheck:
         max_desc_overlap: int = 2,
     ) -> None:
         if mode not in PRECHECK_MODES:
-            raise ValueError(f"unknown pre-check mode {mode!r}; expected one of "
+            raise ConfigurationError(f"unknown pre-check mode {mode!r}; expected one of "
                              f"{list(PRECHECK_MODES)}")
         if fallback not in ("deterministic", "proceed"):
-            raise ValueError(f"fallback must be 'deterministic' or 'proceed', got {fallback!r}")
+            raise ConfigurationError(
+                f"fallback must be 'deterministic' or 'proceed', got {fallback!r}")
         if mode in LLM_MODES and model is None:
-            raise ValueError(f"pre-check mode {mode!r} needs a chat model (model=...)")
+            raise ConfigurationError(f"pre-check mode {mode!r} needs a chat model (model=...)")
         if max_desc_overlap < 0:
-            raise ValueError("max_desc_overlap must be >= 0")
+            raise ConfigurationError("max_desc_overlap must be >= 0")
         self.tools: list[ToolSpec] = to_specs(tools)
         self.mode: PrecheckMode = mode
         self.model = model
@@ -452,7 +455,8 @@ class Precheck:
         """Decide for the current user request in ``messages``.
 
         Raises:
-            ValueError: If ``messages`` cannot be read (see :func:`as_messages`).
+            toolguard.errors.InputError: If ``messages`` cannot be read (see
+                :func:`as_messages`).
         """
         steps = self._steps(as_messages(messages))
         try:
@@ -543,9 +547,9 @@ class Precheck:
 
     def _deterministic(self, msgs: list[BaseMessage]) -> PrecheckDecision:
         conv = Conversation.read(msgs)
-        ongoing = conv.user_turns > 1 and any(
+        ongoing = conv.goal.follow_up or (conv.user_turns > 1 and any(
             c.ok and not c.refused and c.answer is not None and conv.last_user is not None
-            and c.answer < conv.last_user for c in conv.calls)
+            and c.answer < conv.last_user for c in conv.calls))
         verdict = self.rules.decide(
             conv.goal.text, [*conv.texts_from("user", "system"), *conv.texts_from("tool")],
             ongoing=ongoing)
