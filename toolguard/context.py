@@ -19,6 +19,7 @@ from toolguard.conversation import (
     MAX_ARGS_CHARS,
     CallRecord,
     Conversation,
+    ConversationReader,
     ProposedCall,
     SourcedText,
     canonical_args,
@@ -51,35 +52,55 @@ PriorCall = CallRecord
 
 @dataclass(slots=True)
 class CheckContext:
-    """Everything detectors need for one check.
+    """Everything detectors need for one check (views over the conversation, computed on use).
 
     Attributes:
         specs: Available tools by name.
         calls: The proposed calls of the final ``AIMessage``, in order.
-        conversation: The conversation before the final ``AIMessage``.
-        user_texts: Texts of user (and system) messages, oldest first.
-        tool_texts: Contents of earlier ``ToolMessage`` s, oldest first.
-        prior_calls: Earlier tool calls with their results, oldest first.
-        request: What the user wants now: the conversation's goal text (the latest user
-            message joined with the requests it answers or corrects; see
-            :class:`~toolguard.conversation.Goal`), ``""`` if there is no user message.
-        results_since_request: ``ToolMessage`` s after the latest user message (0 on the
-            first tool step of a turn).
-        user_turns: Number of user (``HumanMessage``) messages.
+        conversation: The conversation before the final ``AIMessage`` (shared with later
+            checks of the same thread: read-only).
         extra_grounding: Values grounded by other components (e.g. KG resolution).
     """
 
     specs: dict[str, ToolSpec]
     calls: list[ProposedCall]
-    conversation: Conversation | None = None
-    user_texts: list[str] = field(default_factory=list)
-    tool_texts: list[str] = field(default_factory=list)
-    prior_calls: list[CallRecord] = field(default_factory=list)
-    request: str = ""
-    results_since_request: int = 0
-    user_turns: int = 0
+    conversation: Conversation
     extra_grounding: list[str] = field(default_factory=list)
     _cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def user_texts(self) -> list[str]:
+        """Texts of user (and system) messages, oldest first."""
+        return self.conversation.texts_from("user", "system")
+
+    @property
+    def tool_texts(self) -> list[str]:
+        """Contents of earlier ``ToolMessage`` s, oldest first."""
+        return self.conversation.texts_from("tool")
+
+    @property
+    def prior_calls(self) -> list[CallRecord]:
+        """Earlier tool calls with their results, oldest first."""
+        return self.conversation.calls
+
+    @property
+    def request(self) -> str:
+        """What the user wants now: the conversation's goal text.
+
+        The latest user message joined with the requests it answers or corrects (see
+        :class:`~toolguard.conversation.Goal`); ``""`` if there is no user message.
+        """
+        return self.conversation.goal.text
+
+    @property
+    def results_since_request(self) -> int:
+        """``ToolMessage`` s after the latest user message (0 on a turn's first tool step)."""
+        return self.conversation.results_since_request
+
+    @property
+    def user_turns(self) -> int:
+        """Number of user (``HumanMessage``) messages."""
+        return self.conversation.user_turns
 
     @property
     def grounding_texts(self) -> list[str]:
@@ -88,10 +109,9 @@ class CheckContext:
 
     @property
     def sourced_texts(self) -> list[SourcedText]:
-        """Every text of the conversation with its provenance (and the extra grounding)."""
-        if self.conversation is None:
-            return [SourcedText(t, "grounding") for t in self.grounding_texts]
-        return self.conversation.texts
+        """Every text of the conversation with its provenance, then the extra grounding."""
+        return [*self.conversation.texts,
+                *(SourcedText(t, "grounding") for t in self.extra_grounding)]
 
     def memo(self, key: str, factory: Any) -> Any:
         """Compute ``factory()`` once per context (shared by detectors)."""
@@ -105,6 +125,7 @@ def build_context(
     specs: Mapping[str, ToolSpec],
     *,
     extra_grounding: Sequence[str] = (),
+    reader: ConversationReader | None = None,
 ) -> CheckContext:
     """Build the :class:`CheckContext` for the last message.
 
@@ -112,6 +133,9 @@ def build_context(
         messages: LangChain messages, the last one an ``AIMessage`` with tool calls.
         specs: Available tools by name.
         extra_grounding: Texts whose values count as grounded (e.g. KG facts).
+        reader: A :class:`~toolguard.conversation.ConversationReader` that keeps the
+            conversation between checks (each message is then read once); ``None`` reads
+            afresh.
 
     Raises:
         InputError: If ``messages`` is empty or does not end with an ``AIMessage``
@@ -125,16 +149,7 @@ def build_context(
             f"messages must end with the AIMessage whose tool calls are checked, "
             f"got {type(last).__name__}"
         )
-    conv = Conversation.read(list(messages[:-1]), grounding=extra_grounding)
-    return CheckContext(
-        specs=dict(specs),
-        calls=proposed_calls(last),
-        conversation=conv,
-        user_texts=conv.texts_from("user", "system"),
-        tool_texts=conv.texts_from("tool"),
-        prior_calls=list(conv.calls),
-        request=conv.goal.text,
-        results_since_request=conv.results_since_request,
-        user_turns=conv.user_turns,
-        extra_grounding=[str(t) for t in extra_grounding],
-    )
+    conv = (reader.read(messages, len(messages) - 1) if reader is not None
+            else Conversation.read(list(messages[:-1])))
+    return CheckContext(specs=dict(specs), calls=proposed_calls(last), conversation=conv,
+                        extra_grounding=[str(t) for t in extra_grounding])

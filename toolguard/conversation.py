@@ -36,9 +36,12 @@ from outside (resolved KG facts).
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -64,6 +67,7 @@ __all__ = [
     "SHORT_ANSWER_WORDS",
     "CallRecord",
     "Conversation",
+    "ConversationReader",
     "Goal",
     "MessagesLike",
     "SourcedText",
@@ -384,10 +388,11 @@ def answers_toolguard(messages: Sequence[BaseMessage]) -> bool:
 class Conversation:
     """A read-only view of a message list (see the module docstring).
 
-    Build it with :meth:`read`.  Attributes are computed once.
+    Build it with :meth:`read`, or through a :class:`ConversationReader`, which keeps one
+    conversation per thread and reads only the messages added since the last read.
 
     Attributes:
-        messages: The messages, as given.
+        messages: The messages read so far.
         texts: Every message text with its :class:`SourcedText` provenance, in order,
             then the ``grounding`` texts given to :meth:`read`.
         calls: Every tool call of every ``AIMessage`` (``tool_calls`` then
@@ -405,6 +410,11 @@ class Conversation:
     user_turns: int = 0
     last_user: int | None = None
     results_since_request: int = 0
+    _users: list[int] = field(default_factory=list, repr=False)
+    _open: dict[str, int] = field(default_factory=dict, repr=False)
+    _by_key: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)
+    _ok_by_name: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
+    _index: Any = field(default=None, repr=False)
 
     @classmethod
     def read(cls, messages: MessagesLike, *, grounding: Iterable[str] = ()) -> Conversation:
@@ -419,52 +429,70 @@ class Conversation:
             InputError: A message is of no supported form.
         """
         msgs = as_messages(messages)
-        conv = cls(messages=msgs)
-        conv._scan()
+        conv = cls(messages=[])
+        conv.extend(msgs)
         conv.texts.extend(SourcedText(str(t), "grounding") for t in grounding)
-        conv.goal = read_goal(msgs)
         return conv
 
-    def _scan(self) -> None:
-        open_calls: dict[str, int] = {}  # call id -> index in self.calls, while unanswered
-        since = 0
-        for pos, m in enumerate(self.messages):
+    def extend(self, messages: Sequence[BaseMessage]) -> None:
+        """Read ``messages`` that follow the ones read so far; the goal is read again.
+
+        Each message is read once: reading a long conversation step by step costs the new
+        messages, not the history.
+        """
+        start = len(self.messages)
+        self.messages.extend(messages)
+        self._scan(start)
+        self.goal = read_goal(self.messages, self._users)
+
+    def _scan(self, start: int) -> None:
+        since = self.results_since_request
+        for pos in range(start, len(self.messages)):
+            m = self.messages[pos]
             if isinstance(m, HumanMessage):
                 self.texts.append(SourcedText(message_text(m), "user", pos))
                 self.user_turns += 1
                 self.last_user = pos
+                self._users.append(pos)
                 since = 0
             elif isinstance(m, SystemMessage):
                 self.texts.append(SourcedText(message_text(m), "system", pos))
             elif isinstance(m, ToolMessage):
                 since += 1
                 text = message_text(m)
-                slot = open_calls.pop(m.tool_call_id, None)
+                slot = self._open.pop(m.tool_call_id, None)
                 name = m.name or (self.calls[slot].name if slot is not None else None)
                 self.texts.append(SourcedText(text, "tool", pos, name))
                 if slot is not None:
-                    error = error_text(m)
-                    rec = self.calls[slot]
-                    self.calls[slot] = CallRecord(
-                        id=rec.id, name=rec.name, args=rec.args, key=rec.key,
-                        position=rec.position, answer=pos, result=text,
-                        ok=error is None, refused=refused_by_toolguard(m), error=error,
-                        invalid=rec.invalid)
+                    self._answer(slot, m, pos, text)
             elif isinstance(m, AIMessage):
                 text = message_text(m)
                 if text:
                     self.texts.append(SourcedText(text, "assistant", pos))
                 for call in proposed_calls(m):
                     if call.id:
-                        open_calls[call.id] = len(self.calls)
+                        self._open[call.id] = len(self.calls)
+                    key = None if call.args is None else canonical_args(call.args)
+                    if key is not None:
+                        self._by_key.setdefault((call.name, key), []).append(len(self.calls))
                     self.calls.append(CallRecord(
-                        id=call.id, name=call.name, args=call.args,
-                        key=None if call.args is None else canonical_args(call.args),
+                        id=call.id, name=call.name, args=call.args, key=key,
                         position=pos, invalid=call.raw_args is not None and call.args is None))
             elif getattr(m, "type", None) in ("human", "system"):  # ChatMessage & co
                 src: Source = "user" if m.type == "human" else "system"
                 self.texts.append(SourcedText(message_text(m), src, pos))
         self.results_since_request = since
+
+    def _answer(self, slot: int, message: ToolMessage, pos: int, text: str) -> None:
+        error = error_text(message)
+        rec = self.calls[slot]
+        refused = refused_by_toolguard(message)
+        self.calls[slot] = CallRecord(
+            id=rec.id, name=rec.name, args=rec.args, key=rec.key, position=rec.position,
+            answer=pos, result=text, ok=error is None, refused=refused, error=error,
+            invalid=rec.invalid)
+        if error is None and not refused:
+            bisect.insort(self._ok_by_name.setdefault(rec.name, []), (rec.position, slot))
 
     # ------------------------------------------------------------------ views
     def texts_from(self, *sources: Source) -> list[str]:
@@ -481,6 +509,24 @@ class Conversation:
         """The calls made by the ``AIMessage`` at ``position``."""
         return [c for c in self.calls if c.position == position]
 
+    def tool_names(self) -> list[str]:
+        """Names of the tools with at least one successful call, in first-success order."""
+        return list(self._ok_by_name)
+
+    def calls_like(self, name: str, key: str) -> list[CallRecord]:
+        """Earlier calls of ``name`` with canonically equal arguments ``key``, oldest first."""
+        return [self.calls[i] for i in self._by_key.get((name, key), ())]
+
+    def succeeded_since(self, name: str, position: int, *, besides: CallRecord) -> bool:
+        """Whether another call of ``name`` made at or after ``position`` succeeded.
+
+        ``besides`` (a call of this conversation) does not count; its parallel siblings
+        (same position) do: they ran in an unknown order.
+        """
+        entries = self._ok_by_name.get(name, ())
+        i = bisect.bisect_left(entries, (position, -1))
+        return any(self.calls[slot] is not besides for _, slot in entries[i:i + 2])
+
     def unanswered(self) -> list[CallRecord]:
         """Calls of the latest ``AIMessage`` with tool calls that no ``ToolMessage`` answers."""
         for pos in range(len(self.messages) - 1, -1, -1):
@@ -489,10 +535,82 @@ class Conversation:
                 return [c for c in self.calls_at(pos) if c.answer is None]
         return []
 
+    @property
+    def grounding(self) -> Any:
+        """The :class:`~toolguard.grounding.GroundingIndex` of :attr:`texts`, extended on use."""
+        from toolguard.grounding import GroundingIndex
 
-def read_goal(messages: Sequence[BaseMessage]) -> Goal:
-    """The :class:`Goal` of a conversation (see the module docstring for the rules)."""
-    users = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+        if self._index is None:
+            self._index = GroundingIndex()
+        index: GroundingIndex = self._index
+        if index.texts_added < len(self.texts):
+            index.extend(self.texts[index.texts_added:])
+        return index
+
+
+class ConversationReader:
+    """Reads conversations incrementally: one :class:`Conversation` per thread, kept.
+
+    A conversation is recognised by the id of its first message; it is extended when the
+    messages given start with the ones read before (checked by the id of the last one read
+    and the length), and read afresh otherwise (another thread, an edited history, messages
+    without ids).  At most ``max_conversations`` are kept (least recently used dropped), so
+    a restarted process simply reads each conversation once again.
+
+    Args:
+        max_conversations: Conversations kept, >= 1.
+
+    Raises:
+        toolguard.errors.ConfigurationError: ``max_conversations`` < 1.
+    """
+
+    def __init__(self, *, max_conversations: int = 256) -> None:
+        from toolguard.errors import ConfigurationError
+
+        if max_conversations < 1:
+            raise ConfigurationError("max_conversations must be >= 1")
+        self.max_conversations = max_conversations
+        self._cache: OrderedDict[str, Conversation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, messages: Sequence[BaseMessage], end: int | None = None) -> Conversation:
+        """The conversation of ``messages[:end]`` (extended from the kept one when possible).
+
+        Only the messages not read before are looked at (no copy of the history), so a
+        step of a long conversation costs its new messages.  The returned object is shared
+        with later reads of the same thread: treat it as read-only.
+
+        Raises:
+            InputError: A message is not a LangChain message.
+        """
+        stop = len(messages) if end is None else end
+        first = messages[0].id if stop and isinstance(messages[0], BaseMessage) else None
+        if first is None:
+            return Conversation.read(list(messages[:stop]))
+        with self._lock:
+            conv = self._cache.get(first)
+            n = len(conv.messages) if conv is not None else 0
+            if conv is None or n > stop or (n > 0 and (
+                    messages[n - 1].id is None or messages[n - 1].id != conv.messages[n - 1].id)):
+                conv = Conversation.read(list(messages[:stop]))
+            elif n < stop:
+                conv.extend(as_messages(messages[n:stop]))
+            self._cache[first] = conv
+            self._cache.move_to_end(first)
+            while len(self._cache) > self.max_conversations:
+                self._cache.popitem(last=False)
+            return conv
+
+
+def read_goal(messages: Sequence[BaseMessage], users: Sequence[int] | None = None) -> Goal:
+    """The :class:`Goal` of a conversation (see the module docstring for the rules).
+
+    Args:
+        messages: The conversation.
+        users: Positions of its ``HumanMessage`` s, if known (else they are looked up).
+    """
+    if users is None:
+        users = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
     if not users:
         return Goal()
     chosen = [users[-1]]
@@ -511,8 +629,8 @@ def read_goal(messages: Sequence[BaseMessage]) -> Goal:
 def _follow_up(messages: Sequence[BaseMessage], index: int) -> bool:
     """Whether the user message at ``index`` follows up on what came before it."""
     text = message_text(messages[index]).strip()
-    before = next((m for m in reversed(messages[:index]) if not isinstance(m, SystemMessage)),
-                  None)
+    before = next((messages[i] for i in range(index - 1, -1, -1)
+                   if not isinstance(messages[i], SystemMessage)), None)
     if before is None or not isinstance(before, AIMessage | ToolMessage):
         return False  # the first message, or two user messages in a row: a request
     if ANSWER_CUE.match(text) or REFERENCE_CUE.search(text):

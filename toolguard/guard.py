@@ -27,6 +27,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.errors import GraphBubbleUp
 
 from toolguard.context import CheckContext, ProposedCall, build_context
+from toolguard.conversation import ConversationReader
 from toolguard.detectors import DETECTORS, Detector, DetectorOptions
 from toolguard.detectors.content import ContentLLMMode
 from toolguard.errors import ConfigurationError
@@ -91,6 +92,7 @@ class Guard:
         options = DetectorOptions(relevance=_relevance_judge(relevance, judge_model),
                                   judge_model=judge_model, content_llm_mode=content_llm_mode,
                                   extra=dict(detector_options or {}))
+        self.reader = ConversationReader()
         self.detectors: list[Detector] = []
         for d in detectors:
             if isinstance(d, Detector):
@@ -111,7 +113,8 @@ class Guard:
         self, messages: Sequence[BaseMessage], *, extra_grounding: Sequence[str] = ()
     ) -> CheckContext:
         """The :class:`~toolguard.context.CheckContext` the detectors see (for debugging)."""
-        return build_context(messages, self.specs, extra_grounding=extra_grounding)
+        return build_context(messages, self.specs, extra_grounding=extra_grounding,
+                             reader=self.reader)
 
     def check(
         self, messages: Sequence[BaseMessage], *, extra_grounding: Sequence[str] = ()

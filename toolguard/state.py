@@ -126,10 +126,14 @@ def close_dangling_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
                       if isinstance(messages[i], HumanMessage)), None)
     if last_user is None:
         return []
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    # calls can only dangle in the turn before the new message: look back to its start
+    start = next((i for i in range(last_user - 1, -1, -1)
+                  if isinstance(messages[i], HumanMessage)), -1) + 1
+    answered = {m.tool_call_id for m in messages[start:] if isinstance(m, ToolMessage)}
     answers: list[BaseMessage] = []
     first_after: int | None = None
-    for pos, m in enumerate(messages[:last_user]):
+    for pos in range(start, last_user):
+        m = messages[pos]
         if not isinstance(m, AIMessage):
             continue
         for call in [*m.tool_calls, *m.invalid_tool_calls]:

@@ -11,9 +11,11 @@ Hallucination" evaluator (``prompts/check_content_hallucination.md``):
    URLs, phone numbers, places) and appear nowhere are untruthful -> ``ask_user``;
 5. otherwise unsure -> allowed.
 
-The deterministic judge (default) implements rules 1-4 by normalisation (casefold,
-accents, separators, number words, percentages, month names) and fuzzy matching with
-``rapidfuzz``.  Optionally an LLM judge (the paper's prompt through any LangChain chat
+The deterministic judge (default) implements rules 1-4 with the conversation's
+:class:`~toolguard.grounding.GroundingIndex` (casefold, accents, separators, number words,
+percentages, month names, one arithmetic step over tool-result numbers) and near-spelling
+matching of single words with ``rapidfuzz``; a check costs the size of the arguments, not of
+the history.  Optionally an LLM judge (the paper's prompt through any LangChain chat
 model) decides the values the deterministic rules flag (``llm_mode="confirm"``) or
 every call (``llm_mode="always"``).
 """
@@ -22,42 +24,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
 from rapidfuzz import fuzz
 
 from toolguard.context import CheckContext, ProposedCall
+from toolguard.conversation import Source, SourcedText
 from toolguard.detectors.base import Detector, DetectorOptions, register_detector
 from toolguard.errors import ConfigurationError
+from toolguard.grounding import WORD_NUMBERS, GroundingIndex, tokens_of
 from toolguard.judge import JudgeResult, LLMJudge
 from toolguard.specs import ToolSpec
-from toolguard.text import normalize
 from toolguard.types import Evidence, Verdict
 
-_NUM = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$", re.I)
 _URL = re.compile(r"^(https?://|www\.)", re.I)
 _DATE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}|^\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}$")
 _ID_LIKE = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-:.#]{4,}$|^\d{5,}$")
-
-_WORD_NUMBERS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
-    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
-    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
-    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
-    "million": 1_000_000, "billion": 1_000_000_000, "dozen": 12, "half": 0.5,
-    "quarter": 0.25, "twice": 2, "double": 2, "triple": 3, "single": 1, "once": 1,
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "pair": 2, "couple": 2,
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
-    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
-    "sept": 9, "oct": 10, "nov": 11, "dec": 12,
-}
 
 # parameter names whose values are composed or chosen by the model (rule 3: inferable)
 _FREE_TEXT_PARAM = re.compile(
@@ -67,18 +52,6 @@ _FREE_TEXT_PARAM = re.compile(
     r"page|limit|offset|max_results|top_k|count|size|per_page|timeout|verbose|precision|"
     r"round|decimal|decimals|tone|style|command|cmd|code|script|expression|formula|equation|"
     r"sql|regex|pattern|function|func)$",
-    re.I,
-)
-
-
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_RELATIVE_DATE = re.compile(
-    r"\b(?:today|tonight|tomorrow|yesterday|weekend|" + _WEEKDAY + r"|"
-    r"(?:this|next|last|past|coming|upcoming)\s+(?:hour|day|week|month|year|decade|century|"
-    r"quarter|weekend|morning|afternoon|evening|night|" + _WEEKDAY + r")|"
-    r"(?:\d+|[a-z]+)\s+(?:hours?|days?|weeks?|months?|years?)\s+(?:ago|from now)|"
-    r"(?:daily|weekly|monthly|yearly|annually|quarterly|hourly)|"
-    r"\d{1,2}\s*[ap]\.?m\.?)(?![a-z])",
     re.I,
 )
 _CODE = re.compile(r"^[A-Z]{2,4}$")
@@ -100,73 +73,6 @@ _TIME_NUMBER_PARAM = re.compile(
 ContentLLMMode = Literal["off", "confirm", "always"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Grounding:
-    """Normalised view of everything the values may be grounded in."""
-
-    text: str  # normalised, separators folded to spaces
-    compact: str  # normalised, no separators at all
-    tokens: frozenset[str]
-    numbers: frozenset[float]
-    derived: frozenset[float]  # one arithmetic step over tool-result numbers
-    relative_dates: bool  # the text names a relative date ("this Friday", "tomorrow")
-
-
-def _numbers_in(text: str) -> set[float]:
-    out: set[float] = set()
-    for m in _NUM.finditer(text):
-        raw = m.group(0).replace(",", "")
-        try:
-            x = float(raw)
-        except ValueError:
-            continue
-        out.add(x)
-        out.add(abs(x))
-    # every digit run on its own too: "2023.4.15", "5,10 and 15", "[22,33]"
-    out.update(float(d) for d in re.findall(r"\d+", text))
-    # "two dozen" grounds 24, "3 hundred" grounds 300
-    for m in re.finditer(r"\b(\d+|[a-z]+)\s+(dozen|hundred|thousand|million)\b", text, re.I):
-        head, unit = m.group(1).lower(), m.group(2).lower()
-        base = float(head) if head.isdigit() else _WORD_NUMBERS.get(head)
-        if base is not None:
-            out.add(float(base) * _WORD_NUMBERS[unit])
-    # two-digit years: "'19" grounds 2019 and 1919
-    for m in re.finditer(r"['’](\d{2})\b", text):
-        out.update((2000.0 + int(m.group(1)), 1900.0 + int(m.group(1))))
-    for word in _TOKEN.findall(text.casefold()):
-        if word in _WORD_NUMBERS:
-            out.add(float(_WORD_NUMBERS[word]))
-    # percentages and scaled forms: "5%" grounds 0.05, "2k" grounds 2000
-    for m in re.finditer(r"(\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|million|thousand|billion)",
-                         text, re.I):
-        base = float(m.group(1))
-        unit = m.group(2).lower()
-        if unit in ("%", "percent"):
-            out.add(round(base / 100, 10))
-        elif unit in ("k", "thousand"):
-            out.add(base * 1000)
-        elif unit in ("m", "million"):
-            out.add(base * 1_000_000)
-        else:
-            out.add(base * 1_000_000_000)
-    return out
-
-
-def _rounded_from(x: float, g: _Grounding) -> bool:
-    """Whether ``x`` is a grounded or derived number rounded to its decimals.
-
-    For 1-4 decimals only: 3.96 from a tool's 3.9626 gallons.  Integers are not matched this
-    way (too many invented integers would round from something).
-    """
-    text = repr(x)
-    if "e" in text or "." not in text:
-        return False
-    decimals = len(text.split(".")[1].rstrip("0"))
-    if not 1 <= decimals <= 4:
-        return False
-    return any(round(n, decimals) == x for n in g.numbers | g.derived if n != x)
-
-
 def _snake(name: str) -> str:
     """``ingredientLimit`` -> ``ingredient_limit``."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
@@ -174,39 +80,33 @@ def _snake(name: str) -> str:
 
 def fold_text(text: str) -> str:
     """Casefolded, accent-free tokens joined by single spaces (separators dropped)."""
-    return " ".join(_TOKEN.findall(normalize(text)))
+    return " ".join(tokens_of(text))
 
 
-def build_grounding(texts: list[str], results: list[str] | None = None) -> _Grounding:
-    """Normalise grounding texts once per check (shared by all calls).
+def _decimals(x: float) -> int | None:
+    """Decimal places of ``x`` when 1-4 (``None`` for integers and longer fractions)."""
+    text = repr(x)
+    if "e" in text or "." not in text:
+        return None
+    decimals = len(text.split(".")[1].rstrip("0"))
+    return decimals if 1 <= decimals <= 4 else None
 
-    Args:
-        texts: Everything values may be quoted from (user turns, tool results, ...).
-        results: Tool results; numbers computed from one of them and any grounded number
-            with one step (``+ - * /``) count as grounded ("fill up to 50" after
-            ``fuelLevel: 10`` gives 40).  At most 40 result numbers are combined.
+
+def _rounded_from(x: float, g: GroundingIndex) -> bool:
+    """Whether ``x`` is a stated number rounded to its decimals.
+
+    For 1-4 decimals only: 3.96 from a tool's 3.9626 gallons.  Integers are not matched this
+    way (too many invented integers would round from something).
     """
-    joined = "\n".join(texts)
-    numbers = _numbers_in(normalize(joined))
-    derived: set[float] = set()
-    if results:
-        from_results = sorted(_numbers_in(normalize("\n".join(results))))[:40]
-        for a in from_results:
-            for b in numbers:
-                derived.update((round(a + b, 6), round(abs(a - b), 6), round(a * b, 6)))
-                if b:
-                    derived.add(round(a / b, 6))
-                if a:
-                    derived.add(round(b / a, 6))
-    folded = fold_text(joined)
-    return _Grounding(
-        text=folded,
-        compact=folded.replace(" ", ""),
-        tokens=frozenset(folded.split()),
-        numbers=frozenset(numbers),
-        derived=frozenset(derived),
-        relative_dates=bool(_RELATIVE_DATE.search(joined)),
-    )
+    decimals = _decimals(x)
+    return decimals is not None and g.rounded(x, decimals)
+
+
+def index_of(texts: Sequence[str], source: Source = "grounding") -> GroundingIndex:
+    """A :class:`~toolguard.grounding.GroundingIndex` of a few texts (tool docs, KG facts)."""
+    index = GroundingIndex()
+    index.extend(SourcedText(t, source) for t in texts)
+    return index
 
 
 def iter_leaves(
@@ -266,7 +166,7 @@ class ContentDetector(Detector):
         self.token_share = token_share
         self.max_value_chars = max_value_chars
         self.llm_mode = mode
-        self._tool_cache: dict[ToolSpec, _Grounding] = {}
+        self._tool_cache: dict[ToolSpec, GroundingIndex] = {}
         self._judge = (
             LLMJudge(judge_model, prompt="check_content_hallucination",
                      labels=("Untruthful", "Truthful", "Unsure"))
@@ -286,28 +186,34 @@ class ContentDetector(Detector):
 
     # ------------------------------------------------------------------ rules
     def ungrounded(self, call: ProposedCall, ctx: CheckContext) -> list[tuple[str, Any, str]]:
-        """``(parameter path, value, why)`` for each value rules 1-4 find ungrounded."""
+        """``(parameter path, value, why)`` for each value rules 1-4 find ungrounded.
+
+        Lookups go to the conversation's :class:`~toolguard.grounding.GroundingIndex`
+        (each message indexed once), the extra grounding and the tool's own docs: the cost
+        is the size of the arguments, not of the history.
+        """
         spec = ctx.specs.get(call.name)
         if spec is None or not call.args:
             return []
-        ground: _Grounding = ctx.memo("content.grounding", lambda: build_grounding(
-            ctx.grounding_texts, ctx.tool_texts))
-        tool_text = self._tool_grounding(spec)
+        said = [ctx.conversation.grounding]
+        if ctx.extra_grounding:
+            said.append(ctx.memo("content.extra", lambda: index_of(ctx.extra_grounding)))
+        docs = self._tool_grounding(spec)
         out: list[tuple[str, Any, str]] = []
         for path, value, schema in iter_leaves(call.args, "", {"properties": spec.properties}):
             why = self._needs_fact(path, value, schema)
             if why is None:
                 continue
-            if self._found(value, ground, why) or self._found(value, tool_text):
+            if any(self._found(value, g, why) for g in said) or self._found(value, docs):
                 continue
             out.append((path, value, why))
         return out
 
-    def _tool_grounding(self, spec: ToolSpec) -> _Grounding:
+    def _tool_grounding(self, spec: ToolSpec) -> GroundingIndex:
         """Grounding from the tool's own description and schema (rule 2), cached per spec."""
         cached = self._tool_cache.get(spec)
         if cached is None:
-            cached = build_grounding([spec.description, json.dumps(spec.parameters, default=str)])
+            cached = index_of([spec.description, json.dumps(spec.parameters, default=str)])
             if len(self._tool_cache) >= 4096:
                 self._tool_cache.clear()
             self._tool_cache[spec] = cached
@@ -350,60 +256,54 @@ class ContentDetector(Detector):
             return "name"
         return None
 
-    def _found(self, value: Any, g: _Grounding, kind: str = "") -> bool:
+    def _found(self, value: Any, g: GroundingIndex, kind: str = "") -> bool:
         if kind == "time number" and g.relative_dates:
             return True
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             x = float(value)
-            if abs(x) in g.numbers or round(x * 100, 8) in g.numbers or (
-                    x != 0 and round(x / 100, 10) in g.numbers) or round(abs(x), 6) in g.derived:
-                return True
-            return _rounded_from(abs(x), g)
+            return bool(g.number(x).found or g.derived(abs(x), _decimals(abs(x))).found
+                        or _rounded_from(abs(x), g))
         raw = str(value).strip()
         if _DATE.match(raw):
             return self._date_found(raw, g)
-        text = fold_text(raw)
-        if not text:
+        tokens = tokens_of(raw)
+        if not tokens:
             return True
-        if self._phrase_found(text, g):
+        if self._phrase_found(tokens, g):
             return True
         # "Berkeley, CA", "Europe/London": any substantial segment grounds the value
-        segments = [fold_text(p) for p in re.split(r"[,/;|]", raw)]
+        segments = [tokens_of(p) for p in re.split(r"[,/;|]", raw)]
         if len(segments) > 1:
-            return any(len(p) >= 4 and self._phrase_found(p, g) for p in segments)
+            return any(len("".join(p)) >= 4 and self._phrase_found(p, g) for p in segments)
         return False
 
-    def _phrase_found(self, text: str, g: _Grounding) -> bool:
-        if f" {text} " in f" {g.text} " or (len(text) >= 4 and text.replace(" ", "") in g.compact):
+    def _phrase_found(self, tokens: list[str], g: GroundingIndex) -> bool:
+        if g.phrase(tokens).found:
             return True
-        tokens = text.split()
         if len(tokens) > 1:
             initials = "".join(t[0] for t in tokens)
-            if len(initials) >= 2 and initials in g.tokens:  # "LA" for "Los Angeles"
+            if len(initials) >= 2 and g.tokens.get(initials, 0):  # "LA" for "Los Angeles"
                 return True
             hits = sum(1 for t in tokens if self._token_found(t, g))
-            if hits / len(tokens) >= self.token_share:
-                return True
-        elif self._token_found(text, g) and not text.isdigit():
-            return True
-        if 4 <= len(text) <= 60:
-            return fuzz.partial_ratio(text, g.text) >= self.fuzzy_threshold
-        return False
+            return hits / len(tokens) >= self.token_share
+        t = tokens[0]
+        return not t.isdigit() and self._token_found(t, g)
 
     @staticmethod
-    def _token_found(t: str, g: _Grounding) -> bool:
-        if t in g.tokens:
-            return True
+    def _token_found(t: str, g: GroundingIndex) -> bool:
+        if g.token(t).found or (len(t) >= 3 and (g.token(t + "s").found or g.token(
+                t + "es").found or (t.endswith("s") and g.token(t[:-1]).found))):
+            return True  # "Big Mac" for "two Big Macs"
         if t.replace(".", "", 1).isdigit():
-            return float(t) in g.numbers
-        if t in _WORD_NUMBERS:
-            return float(_WORD_NUMBERS[t]) in g.numbers
+            return g.number(float(t)).found
+        if t in WORD_NUMBERS:
+            return g.number(float(WORD_NUMBERS[t])).found
         if len(t) < 4:
             return False
         # abbreviations and typos: "fran" ~ "francisco", "philly" ~ "philadelphia",
-        # "german" ~ "germany", "chcicago" ~ "chicago"
-        for c in g.tokens:
-            if c[:1] != t[:1] or len(c) < 4:
+        # "german" ~ "germany", "chcicago" ~ "chicago" (candidates share 3 letters)
+        for c in g.candidates(t):
+            if len(c) < 4:
                 continue
             pairs = zip(c, t, strict=False)
             shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(c), len(t)))
@@ -414,7 +314,7 @@ class ContentDetector(Detector):
         return False
 
     @staticmethod
-    def _date_found(raw: str, g: _Grounding) -> bool:
+    def _date_found(raw: str, g: GroundingIndex) -> bool:
         """Whether a date's day and month appear, or a relative date was used.
 
         Day and month may appear as numbers or month names; a relative date ("this Friday")
@@ -429,7 +329,8 @@ class ContentDetector(Detector):
             _, month, day = parts
         else:  # 05/01/2023 (US) or 01/05/2023: either order
             month, day = parts[0], parts[1]
-        return {month, day} <= g.numbers or {parts[0], parts[1]} <= g.numbers
+        return (g.number(month).found and g.number(day).found) or (
+            g.number(parts[0]).found and g.number(parts[1]).found)
 
     # ------------------------------------------------------------------ verdicts
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:

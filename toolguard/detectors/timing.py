@@ -52,25 +52,24 @@ class TimingDetector(Detector):
         self.max_replay_chars = max_replay_chars
 
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
-        """Look back through earlier calls for an identical, successful one."""
+        """Look back through earlier identical calls for one that succeeded.
+
+        Identical earlier calls come from the conversation's index (not a scan of the
+        history); "something changed the world since" is one lookup per tool that may
+        change it.
+        """
         spec = ctx.specs.get(call.name)
         if spec is None or spec.repeatable or call.args is None:
             return None
         key = canonical_args(call.args)
-        for i in range(len(ctx.prior_calls) - 1, -1, -1):
-            prior = ctx.prior_calls[i]
-            if prior.refused or prior.name != call.name or prior.key != key:
-                continue  # refused calls never ran: the world is unchanged
-            if not prior.ok or prior.result is None:
-                continue  # a failed identical call changed nothing; retrying it is fine
-                # unless an older identical call already succeeded (looked for next)
+        conv = ctx.conversation
+        changers = [n for n in conv.tool_names() if _may_change_world(ctx, n)]
+        for prior in reversed(conv.calls_like(call.name, key)):
+            if prior.refused or not prior.ok or prior.result is None:
+                continue  # refused: it never ran; failed: a retry is fine
             # calls after it, and its parallel siblings (run in an unknown order), that
             # succeeded and may have changed the world make a re-read legitimate
-            if any(
-                j != i and p.position >= prior.position and p.ok and not p.refused
-                and _may_change_world(ctx, p.name)
-                for j, p in enumerate(ctx.prior_calls)
-            ):
+            if any(conv.succeeded_since(n, prior.position, besides=prior) for n in changers):
                 return None
             return self._verdict(call, spec.effects, key, prior.result)
         return None

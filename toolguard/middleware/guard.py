@@ -26,6 +26,7 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from toolguard.conversation import message_text
 from toolguard.guard import Guard
 from toolguard.middleware._base import ToolguardMiddleware, ToolguardState, with_update
 from toolguard.protocol import ask_user
@@ -182,11 +183,12 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
                 message.invalid_tool_calls):
             return None  # structured output: create_agent answers it itself
         message = with_unique_ids(message, ensure_id=True) or message
-        history: list[BaseMessage] = list(request.messages)
-        if request.system_message is not None:
-            history.insert(0, request.system_message)
         values: Any = (request.state or {}).get(GROUNDING_KEY) or []
         grounding = [str(v) for v in values]
+        if request.system_message is not None:  # the system prompt grounds values too
+            grounding.insert(0, message_text(request.system_message))
+        # the conversation as the model saw it (no copy; the guard keeps it between steps)
+        history: list[BaseMessage] = request.messages  # type: ignore[assignment]
         return self.guard_for(list(request.tools)), history, message, grounding
 
     def _checked(self, response: Any, message: AIMessage, verdicts: list[Verdict]) -> Any:
@@ -274,7 +276,10 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
     def before_model(self, state: GuardMiddlewareState,
                      runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Answer calls left dangling by a new user message (see the class docstring)."""
-        fixed = close_dangling_calls(list(state.get("messages") or []))
+        messages = state.get("messages") or []
+        if not messages or not isinstance(messages[-1], HumanMessage):
+            return None  # only a new user message can leave calls dangling
+        fixed = close_dangling_calls(messages)
         return {"messages": fixed} if fixed else None
 
     async def abefore_model(self, state: GuardMiddlewareState,

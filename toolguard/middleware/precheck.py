@@ -167,10 +167,8 @@ class PrecheckMiddleware(ToolguardMiddleware[PrecheckMiddlewareState]):
 
 
 def _history(request: ModelRequest[Any]) -> list[BaseMessage]:
-    history: list[BaseMessage] = list(request.messages)
-    if request.system_message is not None:
-        history.insert(0, request.system_message)
-    return history
+    """The conversation the model would see, as is (the pre-check keeps it between calls)."""
+    return request.messages  # type: ignore[return-value]
 
 
 def _decides(messages: Sequence[BaseMessage]) -> bool:

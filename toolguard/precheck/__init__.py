@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolguard.conversation import (
     MARK_KEY,
     Conversation,
+    ConversationReader,
     answers_toolguard,
     message_text,
     read_goal,
@@ -381,6 +382,12 @@ def user_message(decision: PrecheckLabel, *, missing: Sequence[str] = (),
     return ""
 
 
+def _is_message_list(messages: MessagesLike) -> bool:
+    """A non-empty sequence of LangChain messages (its ends checked, not every item)."""
+    return bool(messages) and isinstance(messages[0], BaseMessage) and isinstance(
+        messages[-1], BaseMessage)
+
+
 def abstain_message(decision: PrecheckDecision) -> AIMessage:
     """The ``AIMessage`` that answers the user for an abstain decision (no tool calls).
 
@@ -446,6 +453,7 @@ class Precheck:
         self.mode: PrecheckMode = mode
         self.model = model
         self.fallback: FallbackPolicy = fallback
+        self.reader = ConversationReader()
         self.rules = DeterministicRules(self.tools, relevance=relevance, ask_user=ask_user,
                                         missing_info=missing_info,
                                         max_desc_overlap=max_desc_overlap)
@@ -458,7 +466,7 @@ class Precheck:
             toolguard.errors.InputError: If ``messages`` cannot be read (see
                 :func:`as_messages`).
         """
-        steps = self._steps(as_messages(messages))
+        steps = self._steps(messages)
         try:
             prompt = next(steps)
             while True:
@@ -476,7 +484,7 @@ class Precheck:
 
     async def adecide(self, messages: MessagesLike) -> PrecheckDecision:
         """Async :meth:`decide` (the model is called with ``ainvoke``)."""
-        steps = self._steps(as_messages(messages))
+        steps = self._steps(messages)
         try:
             prompt = next(steps)
             while True:
@@ -494,7 +502,7 @@ class Precheck:
 
     # ------------------------------------------------------------------ shared helpers
     def _steps(
-        self, msgs: list[BaseMessage]
+        self, messages: MessagesLike
     ) -> Generator[list[BaseMessage], str | Exception, PrecheckDecision]:
         """The decision as a dialogue: yields prompts, receives answers (or the model's error).
 
@@ -502,7 +510,8 @@ class Precheck:
         the model.  At most two prompts: the first and, after a malformed answer, one retry.
         """
         if self.mode == "deterministic" or not self.tools:
-            return self._deterministic(msgs)
+            return self._deterministic(messages)
+        msgs = as_messages(messages)
         mode = self.mode
         prompt = prompt_messages(mode, self.tools, msgs)
         errors: list[str] = []
@@ -534,7 +543,7 @@ class Precheck:
             mode=self.mode, attempts=attempts, raw=raw[:2000],
         )
 
-    def _fallback(self, msgs: list[BaseMessage], attempts: int, errors: list[str],
+    def _fallback(self, msgs: MessagesLike, attempts: int, errors: list[str],
                   raw: str) -> PrecheckDecision:
         why = f"{self.mode} answer unusable after {attempts} call(s): {' | '.join(errors)}"
         if self.fallback == "proceed":
@@ -545,15 +554,16 @@ class Precheck:
             "reason": f"{why[:300]}; deterministic: {det.reason}"[:500],
             "attempts": attempts, "fallback": True, "raw": raw[:2000]})
 
-    def _deterministic(self, msgs: list[BaseMessage]) -> PrecheckDecision:
-        conv = Conversation.read(msgs)
+    def _deterministic(self, msgs: MessagesLike) -> PrecheckDecision:
+        conv = (self.reader.read(cast(list[BaseMessage], msgs)) if _is_message_list(msgs)
+                else Conversation.read(msgs))
         ongoing = conv.goal.follow_up or (conv.user_turns > 1 and any(
             c.ok and not c.refused and c.answer is not None and conv.last_user is not None
             and c.answer < conv.last_user for c in conv.calls))
         verdict = self.rules.decide(
             conv.goal.text, [*conv.texts_from("user", "system"), *conv.texts_from("tool")],
             ongoing=ongoing)
-        if verdict.decision == "ask_user" and answers_toolguard(msgs):
+        if verdict.decision == "ask_user" and answers_toolguard(conv.messages):
             return PrecheckDecision(  # never ask twice in a row: when unsure, proceed
                 decision="proceed", tool=verdict.tool, scores=verdict.scores,
                 mode="deterministic",
