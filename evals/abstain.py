@@ -42,8 +42,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -64,7 +63,7 @@ from toolguard.precheck import (
 from toolguard.precheck.rules import MissingInfoPolicy, RelevanceBackend
 from toolguard.specs import ToolSpec
 from toolguard_evals.relytoolbench import data as rtb_data
-from toolguard_evals.runner import check_failures
+from toolguard_evals.runner import check_failures, map_cases
 
 Dataset = Literal["relytoolbench", "bfcl", "dialogues"]
 EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit"]
@@ -268,49 +267,51 @@ def implicit_decide(model: BaseChatModel, case: Case) -> tuple[PrecheckLabel, st
 
 def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         model: BaseChatModel | None = None, relevance: RelevanceBackend = "lexical",
-        missing_info: MissingInfoPolicy = "vague",
-        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        missing_info: MissingInfoPolicy = "vague", progress: bool = False) -> dict[str, Any]:
     """Run the pre-check (or the implicit evaluation) on every case and score it.
 
-    Adds ``latency_ms_p50`` (per case), ``endpoint_errors`` (``case id -> error`` for the
-    cases whose model call raised; they are scored with the fallback / ``proceed``) and, for
-    LLM modes, ``llm`` = ``{"calls", "retries", "fallbacks"}``.
+    The cases run through :func:`toolguard_evals.runner.map_cases`, one after another in
+    this thread (a scripted or local model answers in order).  Adds ``latency_ms_p50`` (per
+    case: building the pre-check and deciding), ``endpoint_errors`` (``case id -> error``
+    for the cases whose model call raised; they are scored with the fallback /
+    ``proceed``) and, for LLM modes, ``llm`` = ``{"calls", "retries", "fallbacks"}``.
+
+    Args:
+        cases: The cases; their ids must be unique.
+        mode: A pre-check mode or ``implicit``.
+        model: The chat model of the LLM and implicit modes.
+        relevance: Deterministic tool-relevance backend.
+        missing_info: Deterministic ``ask_user`` policy.
+        progress: Show the runner's progress bar on stderr.
 
     Raises:
-        ValueError: For an unknown mode, or an LLM/implicit mode without ``model``.
+        ValueError: For an unknown mode, an LLM/implicit mode without ``model``, or
+            duplicate case ids.
     """
     if mode not in EVAL_MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {list(EVAL_MODES)}")
     if mode != "deterministic" and model is None:
         raise ValueError(f"mode {mode!r} needs a chat model")
-    preds: list[PrecheckLabel] = []
-    times: list[float] = []
-    decisions: list[PrecheckDecision] = []
-    failed: dict[str, str] = {}
-    for i, c in enumerate(cases):
-        t0 = time.perf_counter()
+
+    def decide(case: Case) -> dict[str, Any]:
         if mode == "implicit":
             assert model is not None
-            label, error = implicit_decide(model, c)
-            preds.append(label)
-            if error is not None:
-                failed[c.id] = error
-        else:
-            pre = Precheck(c.tools, mode=mode, model=model, relevance=relevance,
-                           missing_info=missing_info)
-            d = pre.decide(c.messages)
-            decisions.append(d)
-            preds.append(d.decision)
-            if d.model_error is not None:
-                failed[c.id] = d.model_error
-        times.append(1000 * (time.perf_counter() - t0))
-        if progress is not None:
-            progress(i + 1, len(cases))
-    report = score(cases, preds, mode=mode)
-    report["endpoint_errors"] = failed
-    times.sort()
+            label, error = implicit_decide(model, case)
+            return {"label": label, "error": error, "decision": None}
+        d = Precheck(case.tools, mode=mode, model=model, relevance=relevance,
+                     missing_info=missing_info).decide(case.messages)
+        return {"label": d.decision, "error": d.model_error, "decision": d}
+
+    ran = map_cases(cases, decide, case_id=lambda c: c.id, description=f"abstain ({mode})",
+                    progress=progress, raise_errors=True)
+    outputs = [ran.outputs[c.id] for c in cases]
+    report = score(cases, [o["label"] for o in outputs], mode=mode)
+    report["endpoint_errors"] = {c.id: o["error"] for c, o in zip(cases, outputs, strict=True)
+                                 if o["error"] is not None}
+    times = sorted(1000 * ran.case_seconds[c.id] for c in cases)
     report["latency_ms_p50"] = round(times[len(times) // 2], 3) if times else None
     if mode in LLM_MODES:
+        decisions: list[PrecheckDecision] = [o["decision"] for o in outputs]
         report["llm"] = {"calls": sum(d.attempts for d in decisions),
                          "retries": sum(d.attempts > 1 for d in decisions),
                          "fallbacks": sum(d.fallback for d in decisions)}
@@ -367,7 +368,8 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
         ValueError: For an unknown dataset or mode, or an LLM mode without ``model``.
     """
     cases = load_cases(dataset, data_dir=data_dir, limit=limit)
-    report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info)
+    report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info,
+                 progress=not quiet)
     report["dataset"] = dataset
     report["relevance"] = relevance
     report["missing_info"] = missing_info

@@ -48,7 +48,10 @@ state equals the clean gold replay (public attributes, as BFCL's
 the retry budget, and episodes where the injected non-idempotent effect was applied twice.
 A fault-free ``baseline`` run checks that both policies reproduce the gold replay exactly.
 
-Run: ``toolguard eval faults --json PATH`` (:func:`main`).
+Layout, as every eval here: records (the faults), build (:func:`prepare_episode`), run
+(:func:`replay_with_fault` per :class:`ReplayCase`, all of them through
+:func:`toolguard_evals.runner.map_cases` in :func:`run_faults`), score (:func:`summarize`),
+report (:func:`print_report`).  Run: ``toolguard eval faults --json PATH`` (:func:`main`).
 """
 
 from __future__ import annotations
@@ -61,7 +64,6 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Final, Literal, Protocol, cast, get_args
 from unittest import mock
@@ -74,6 +76,7 @@ from langgraph.types import Command
 
 from toolguard.retry import RetryController
 from toolguard_evals import bfcl
+from toolguard_evals.runner import map_cases, write_json
 
 FaultKind = Literal[
     "transient_timeout", "transient_429", "transient_5xx", "ambiguous_timeout", "permanent_403"
@@ -90,7 +93,7 @@ RETRY_AFTER_S: Final = 2
 CATEGORY: Final = "multi_turn_base"
 
 
-# ============================================================================ faults
+# ============================================================================ records: the faults
 class InjectedFault(Exception):
     """Base class of the faults raised by an injected tool call."""
 
@@ -130,7 +133,7 @@ def make_fault(kind: FaultKind) -> InjectedFault:
     raise ValueError(f"unknown fault kind {kind!r}; expected one of {list(FAULT_KINDS)}")
 
 
-# ============================================================================ episodes
+# ============================================================================ build: episodes
 @dataclass(frozen=True, slots=True)
 class GoldCall:
     """One gold call of an episode, with what the clean replay learnt about it.
@@ -222,7 +225,7 @@ def _repeat_is_silent(
     return again.content == first.content and clone.state() == before
 
 
-# ============================================================================ the faulty tool
+# ============================================================================ run: the faulty tool
 @dataclass
 class _FaultyTool:
     """Executes gold calls on an environment; the injected call raises its fault.
@@ -260,7 +263,7 @@ class _FaultyTool:
                            status=status)
 
 
-# ============================================================================ policies
+# ============================================================================ run: policies
 @dataclass(frozen=True, slots=True)
 class _ToolStub:
     """What a policy reads from ``request.tool``: the name and metadata of the tool."""
@@ -350,7 +353,7 @@ RETRY_BUDGET: Final[dict[PolicyName, int]] = {"toolguard": 3, "langchain_tool_re
 """Retries of one failing call under each policy's defaults (the bound on extra executions)."""
 
 
-# ============================================================================ replay
+# ============================================================================ run: replay
 @dataclass(frozen=True, slots=True)
 class EpisodeOutcome:
     """One episode replayed under one fault kind and policy.
@@ -383,6 +386,20 @@ class EpisodeOutcome:
     finished: bool
     state_match: bool
     backoff_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCase:
+    """One case of the eval: an episode replayed with one fault kind (or none) and policy."""
+
+    prepared: PreparedEpisode
+    kind: FaultKind | None
+    policy: PolicyName
+
+    @property
+    def id(self) -> str:
+        """``"{episode id}:{fault kind or baseline}:{policy}"``."""
+        return f"{self.prepared.episode.id}:{self.kind or 'baseline'}:{self.policy}"
 
 
 def replay_with_fault(
@@ -460,7 +477,7 @@ def _is_error(message: ToolMessage) -> bool:
     return text.startswith("Error")
 
 
-# ============================================================================ scoring
+# ============================================================================ score
 def summarize(outcomes: Sequence[EpisodeOutcome], policy: PolicyName) -> dict[str, Any]:
     """Aggregate one (fault kind, policy) cell.
 
@@ -496,6 +513,7 @@ def summarize(outcomes: Sequence[EpisodeOutcome], policy: PolicyName) -> dict[st
     }
 
 
+# ============================================================================ run: every case
 @contextlib.contextmanager
 def _seeded_random(seed: int) -> Iterator[None]:
     """Seed the global ``random`` (the policies' backoff jitter) and restore it afterwards."""
@@ -512,8 +530,13 @@ def run_faults(
     *,
     seed: int = 0,
     kinds: Sequence[FaultKind] = FAULT_KINDS,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Replay every episode under every fault kind and policy, plus a fault-free baseline.
+
+    Each (episode, fault kind or none, policy) is one :class:`ReplayCase`, run through
+    :func:`toolguard_evals.runner.map_cases` in this thread, one after another (the policies'
+    backoff jitter comes from the global ``random``, seeded once, so the order is fixed).
 
     Returns:
         ``{"per_fault": {kind: {policy: summary}}, "baseline": {policy: summary},
@@ -530,12 +553,18 @@ def run_faults(
         raise ValueError(f"unknown fault kinds {unknown}; expected some of {list(FAULT_KINDS)}")
     started = time.perf_counter()
     prepared = [prepare_episode(e, seed=seed) for e in episodes]
+    cases = [ReplayCase(p, kind, policy) for p in prepared for kind in (None, *kinds)
+             for policy in POLICIES]
+
+    def replay(case: ReplayCase) -> dict[str, Any]:
+        return {"outcome": replay_with_fault(case.prepared, case.kind, case.policy)}
+
+    with _seeded_random(seed):  # one case after another: the jitter draws in a fixed order
+        ran = map_cases(cases, replay, case_id=lambda c: c.id, description="fault replays",
+                        progress=progress, raise_errors=True)
     cells: dict[tuple[str, PolicyName], list[EpisodeOutcome]] = defaultdict(list)
-    with _seeded_random(seed):
-        for p in prepared:
-            for kind in (None, *kinds):
-                for policy in POLICIES:
-                    cells[kind or "baseline", policy].append(replay_with_fault(p, kind, policy))
+    for case in cases:
+        cells[case.kind or "baseline", case.policy].append(ran.outputs[case.id]["outcome"])
 
     def report(kind: str) -> dict[str, Any]:
         return {policy: summarize(cells[kind, policy], policy) for policy in POLICIES}
@@ -554,14 +583,16 @@ def run_faults(
     }
 
 
-# ============================================================================ entry point
-def main(json_path: str | None, *, seed: int = 0, limit: int | None = None) -> dict[str, Any]:
+# ============================================================================ report (entry point)
+def main(json_path: str | None, *, seed: int = 0, limit: int | None = None,
+         progress: bool = True) -> dict[str, Any]:
     """Run the fault-injection eval on ``multi_turn_base``, print a table and write JSON.
 
     Args:
         json_path: Where to write the report (``None``: print only).
         seed: Seed of the injection points and of the backoff jitter.
         limit: Keep only the first ``limit`` episodes (``None``: all 200).
+        progress: Show the runner's progress bar on stderr.
 
     Returns:
         The report of :func:`run_faults`.
@@ -572,16 +603,14 @@ def main(json_path: str | None, *, seed: int = 0, limit: int | None = None) -> d
 
     """
     episodes = bfcl.load_multi_turn(CATEGORY, limit=limit)
-    report = run_faults(episodes, seed=seed)
-    _print_report(report)
-    if json_path is not None:
-        path = Path(json_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    report = run_faults(episodes, seed=seed, progress=progress)
+    print_report(report)
+    write_json(json_path, report)
     return report
 
 
-def _print_report(r: Mapping[str, Any]) -> None:
+def print_report(r: Mapping[str, Any]) -> None:
+    """Print the table: gold-state matches and calls per fault kind and policy."""
     from rich.console import Console
     from rich.table import Table
 

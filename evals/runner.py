@@ -1,21 +1,35 @@
-"""Async evaluation runner: bounded concurrency, resumable generations, reports.
+"""The evaluation runner: every eval runs its cases here, and shares its reports.
 
-Every benchmark in ``evals/`` splits into two steps, as BFCL does:
+Every eval in ``evals/`` has the same shape: **build** the cases, **run** them through this
+runner, **score** the outputs with pure functions, **report** (tables, JSON, plots).  As in
+BFCL, running and scoring are separate, so scores can be recomputed offline from saved
+outputs.
 
-1. **Generation** — :func:`run_cases` calls an async ``generate(case)`` for each case with
-   at most ``concurrency`` in flight, against any OpenAI-compatible endpoint
-   (:class:`Endpoint`: a vLLM server, a router over many replicas, or the embedded
-   llama.cpp server).  Each finished case is appended to a :class:`GenerationCache`
-   (JSONL, one record per case keyed by the case id and the generation settings), so a
-   rerun skips finished cases and an interrupted run resumes where it stopped.  A case
-   whose ``generate`` raises is reported in :attr:`RunResult.failed` and not cached, so the
-   next run tries it again.
-2. **Scoring** — pure functions of the saved outputs
-   (:meth:`GenerationCache.outputs`), so scores can be recomputed offline.
+Running — three entry points over one bookkeeping (case ids, cache look-ups, outputs in case
+order, failures per case, per-case timing, a progress bar):
+
+=====================  ==============================================================
+:func:`run_cases`      ``async generate(case)``, at most ``concurrency`` in flight, for
+                       model endpoints (:class:`Endpoint`: vLLM, a router over many
+                       replicas, or the embedded llama.cpp server); await it
+:func:`run_cases_sync` the same from synchronous code (``asyncio.run``)
+:func:`map_cases`      a synchronous ``generate(case)``: one after another in the calling
+                       thread (``concurrency=1``: no event loop, for CPU-bound
+                       deterministic cases), or in a thread pool (synchronous graphs
+                       waiting on a model)
+=====================  ==============================================================
+
+Each finished case can be appended to a :class:`GenerationCache` (JSONL, one record per case
+keyed by the case id and the generation settings), so a rerun skips finished cases and an
+interrupted run resumes where it stopped.  A case whose ``generate`` raises is reported in
+:attr:`RunResult.failed` and not cached, so the next run tries it again;
+:func:`check_failures` turns too many failures into an :class:`EvalRunError` (exit 1).
+Deterministic suites pass ``raise_errors=True``: an exception there is a bug, and its
+traceback is the report.
 
 Reports: :func:`side_by_side_table` (a rich table, e.g. unguarded vs guarded),
-:func:`plot_variants` (a grouped bar chart, matplotlib with the Agg backend) and
-:func:`write_json`.
+:func:`plot_variants` (a grouped bar chart, matplotlib with the Agg backend),
+:func:`write_json`, and :func:`quantile` / :func:`latency_summary` for timings.
 
 Scaling is by pointing ``--base-url`` at a router over many vLLM replicas and raising
 ``--concurrency``, not by local processes.  The embedded llama.cpp server answers one
@@ -26,16 +40,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
+from langgraph.errors import GraphBubbleUp
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -54,6 +72,7 @@ __all__ = [
     "cache_key",
     "check_failures",
     "latency_summary",
+    "map_cases",
     "open_endpoint",
     "plot_variants",
     "print_table",
@@ -288,7 +307,7 @@ class GenerationCache:
 
 @dataclass(slots=True)
 class RunResult:
-    """What :func:`run_cases` did.
+    """What :func:`run_cases` or :func:`map_cases` did.
 
     Attributes:
         outputs: ``case_id -> output`` for every finished case (cached and new), in the
@@ -298,6 +317,8 @@ class RunResult:
         failed: ``case_id -> "ExcType: message"`` for cases whose generation raised; not
             cached, so a rerun tries them again.
         seconds: Wall-clock seconds of the run.
+        case_seconds: ``case_id -> seconds`` one ``generate`` call took, for each case
+            generated in this run (the case's own time, not the wait for a slot).
     """
 
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -305,10 +326,128 @@ class RunResult:
     cached: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    case_seconds: dict[str, float] = field(default_factory=dict)
 
     def cases_per_second(self) -> float:
         """Generated cases per wall-clock second (0.0 when nothing was generated)."""
         return self.generated / self.seconds if self.generated and self.seconds > 0 else 0.0
+
+
+class _Ledger(Generic[T]):
+    """The bookkeeping every entry point shares: ids, cache hits, outputs, failures, timing.
+
+    ``cache=None`` keeps outputs as ``generate`` returned them (any values); with a cache
+    they are saved and kept as a reload would see them (JSON).
+    """
+
+    def __init__(self, cases: Sequence[T], case_id: Callable[[T], str],
+                 settings: Mapping[str, Any], cache: GenerationCache | None,
+                 raise_errors: bool) -> None:
+        self.started = time.perf_counter()
+        self.ids = [case_id(c) for c in cases]
+        if len(set(self.ids)) != len(self.ids):
+            dupes = sorted(i for i, n in Counter(self.ids).items() if n > 1)[:5]
+            raise ValueError(f"duplicate case ids: {dupes}")
+        self.settings = settings
+        self.cache = cache
+        self.raise_errors = raise_errors
+        self.result = RunResult()
+        self.done: dict[str, dict[str, Any]] = {}
+        self.todo: list[tuple[str, T]] = []
+        for cid, case in zip(self.ids, cases, strict=True):
+            hit = cache.get(cid, settings) if cache is not None else None
+            if hit is None:
+                self.todo.append((cid, case))
+            else:
+                self.done[cid] = hit
+                self.result.cached += 1
+
+    def keep(self, cid: str, output: Mapping[str, Any], seconds: float) -> None:
+        """Record a finished case (``TypeError`` for an output that is not a mapping)."""
+        if not isinstance(output, Mapping):
+            raise TypeError(f"generate returned {type(output).__name__}, not a mapping")
+        if self.cache is not None:
+            self.cache.put(cid, self.settings, output)
+            self.done[cid] = self.cache.get(cid, self.settings) or dict(output)
+        else:
+            self.done[cid] = output  # type: ignore[assignment]
+        self.result.generated += 1
+        self.result.case_seconds[cid] = seconds
+
+    def fail(self, cid: str, exc: Exception) -> None:
+        """Record a case whose generation raised (not cached: a rerun tries it again)."""
+        self.result.failed[cid] = f"{type(exc).__name__}: {exc}"[:6000]
+
+    def settle(self, cid: str, get: Callable[[], tuple[Mapping[str, Any], float]]) -> None:
+        """Keep ``get()``'s ``(output, seconds)``, or record (or re-raise) its exception.
+
+        The graph's control signals (``GraphBubbleUp``: interrupts) always propagate.
+        """
+        try:
+            output, seconds = get()
+            self.keep(cid, output, seconds)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # a failed case must not stop the run
+            if self.raise_errors:
+                raise
+            self.fail(cid, exc)
+
+    def finish(self) -> RunResult:
+        """The result: outputs in case order, the run's wall-clock seconds."""
+        self.result.outputs = {cid: self.done[cid] for cid in self.ids if cid in self.done}
+        self.result.seconds = time.perf_counter() - self.started
+        return self.result
+
+
+@contextmanager
+def _progress_bar(description: str, total: int, completed: int,
+                  enabled: bool) -> Iterator[Callable[[], None]]:
+    """A rich bar on stderr; yields ``advance()`` (one case done; redrawn at most 10 times/s)."""
+    if not enabled:
+        yield lambda: None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(description, total=total, completed=completed)
+        count, last = completed, 0.0
+
+        def advance() -> None:
+            nonlocal count, last
+            count += 1
+            now = time.monotonic()
+            if now - last >= 0.1 or count == total:
+                bar.update(task, completed=count)
+                last = now
+
+        yield advance
+        bar.update(task, completed=count)
+
+
+def _timed(generate: Callable[[T], Mapping[str, Any]], case: T) -> tuple[Mapping[str, Any], float]:
+    """``(generate(case), seconds it took)``."""
+    t0 = time.perf_counter()
+    output = generate(case)
+    return output, time.perf_counter() - t0
+
+
+def _raise(exc: Exception) -> NoReturn:
+    raise exc
+
+
+async def _timed_async(generate: Callable[[T], Awaitable[Mapping[str, Any]]],
+                       case: T) -> Callable[[], tuple[Mapping[str, Any], float]]:
+    """``generate(case)`` awaited and timed, as the thunk :meth:`_Ledger.settle` takes.
+
+    An exception is kept in the thunk, so ``settle`` handles it as for synchronous cases.
+    """
+    t0 = time.perf_counter()
+    try:
+        output = await generate(case)
+    except Exception as exc:
+        return functools.partial(_raise, exc)
+    seconds = time.perf_counter() - t0
+    return lambda: (output, seconds)
 
 
 async def run_cases(
@@ -321,6 +460,7 @@ async def run_cases(
     concurrency: int = 4,
     description: str = "generating",
     progress: bool = True,
+    raise_errors: bool = False,
 ) -> RunResult:
     """Generate an output for every case not in ``cache``, ``concurrency`` at a time.
 
@@ -334,59 +474,33 @@ async def run_cases(
         concurrency: Cases in flight at most, >= 1.
         description: Progress-bar label.
         progress: Show a rich progress bar on stderr.
+        raise_errors: Re-raise the first exception of ``generate`` (debugging) instead of
+            recording it in :attr:`RunResult.failed`.
 
     Returns:
         A :class:`RunResult`.  Generation errors do not raise; they are in ``failed``.
 
     Raises:
         ValueError: ``concurrency`` < 1 or duplicate case ids.
+        langgraph.errors.GraphBubbleUp: A graph interrupt raised by ``generate``.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
-    ids = [case_id(c) for c in cases]
-    if len(set(ids)) != len(ids):
-        dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
-        raise ValueError(f"duplicate case ids: {dupes}")
-    cache = cache if cache is not None else GenerationCache(None)
-    result = RunResult()
-    started = time.perf_counter()
-    done: dict[str, dict[str, Any]] = {}
-    todo: list[tuple[str, T]] = []
-    for cid, case in zip(ids, cases, strict=True):
-        hit = cache.get(cid, settings)
-        if hit is None:
-            todo.append((cid, case))
-        else:
-            done[cid] = hit
-            result.cached += 1
+    ledger = _Ledger(cases, case_id, settings,
+                     cache if cache is not None else GenerationCache(None), raise_errors)
     semaphore = asyncio.Semaphore(concurrency)
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=Console(stderr=True),
-                  disable=not progress, transient=False) as bar:
-        task = bar.add_task(description, total=len(ids), completed=result.cached)
+    with _progress_bar(description, len(ledger.ids), ledger.result.cached,
+                       progress) as advance:
 
         async def one(cid: str, case: T) -> None:
             async with semaphore:
                 try:
-                    output = await generate(case)
-                    if not isinstance(output, Mapping):
-                        raise TypeError(
-                            f"generate returned {type(output).__name__}, not a mapping")
-                    cache.put(cid, settings, output)
-                    done[cid] = cache.get(cid, settings) or dict(output)
-                    result.generated += 1
-                except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
-                    raise
-                except Exception as exc:  # a failed case must not stop the run
-                    result.failed[cid] = f"{type(exc).__name__}: {exc}"[:6000]
+                    ledger.settle(cid, await _timed_async(generate, case))
                 finally:
-                    bar.advance(task)
+                    advance()
 
-        await asyncio.gather(*(one(cid, case) for cid, case in todo))
-    result.outputs = {cid: done[cid] for cid in ids if cid in done}
-    result.seconds = time.perf_counter() - started
-    return result
+        await asyncio.gather(*(one(cid, case) for cid, case in ledger.todo))
+    return ledger.finish()
 
 
 def run_cases_sync(
@@ -404,6 +518,75 @@ def run_cases_sync(
     except RuntimeError:
         return asyncio.run(run_cases(cases, generate, **kwargs))
     raise RuntimeError("run_cases_sync called inside an event loop; await run_cases instead")
+
+
+def map_cases(
+    cases: Sequence[T],
+    generate: Callable[[T], Mapping[str, Any]],
+    *,
+    case_id: Callable[[T], str],
+    settings: Mapping[str, Any] | None = None,
+    cache: GenerationCache | None = None,
+    concurrency: int = 1,
+    description: str = "running",
+    progress: bool = True,
+    raise_errors: bool = False,
+) -> RunResult:
+    """:func:`run_cases` for a synchronous ``generate``, from synchronous code.
+
+    ``concurrency=1`` runs the cases one after another in the calling thread: no event
+    loop, no thread, a few microseconds of bookkeeping per case, for CPU-bound
+    deterministic cases (the detector suite's guard checks, the fault replays).
+    ``concurrency > 1`` runs them in a pool of that many threads, for synchronous graphs
+    that wait on a model endpoint (``graph.stream`` / ``invoke``).
+
+    Args:
+        cases: The cases, in report order.  Case ids must be unique.
+        generate: ``(case) -> output``, a mapping; JSON-able when ``cache`` is given.
+        case_id: The case's id.
+        settings: Everything that changes the generation (the cache key with the id);
+            required with ``cache``.
+        cache: Where finished cases are saved and looked up; ``None``: nothing is saved and
+            outputs are kept as returned (any values, no JSON round trip).
+        concurrency: Cases in flight at most, >= 1 (threads above 1).
+        description: Progress-bar label.
+        progress: Show a rich progress bar on stderr.
+        raise_errors: Re-raise the first exception of ``generate`` (deterministic suites,
+            where an exception is a bug) instead of recording it in
+            :attr:`RunResult.failed`.
+
+    Returns:
+        A :class:`RunResult`; ``case_seconds`` holds each case's ``generate`` time.
+
+    Raises:
+        ValueError: ``concurrency`` < 1, duplicate case ids, or ``cache`` without
+            ``settings``.
+        langgraph.errors.GraphBubbleUp: A graph interrupt raised by ``generate``.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    if cache is not None and settings is None:
+        raise ValueError("a cache needs settings (they key the cached outputs)")
+    ledger = _Ledger(cases, case_id, settings or {}, cache, raise_errors)
+    with _progress_bar(description, len(ledger.ids), ledger.result.cached,
+                       progress) as advance:
+        if concurrency == 1:
+            for cid, case in ledger.todo:
+                ledger.settle(cid, functools.partial(_timed, generate, case))
+                advance()
+        else:
+            with ThreadPoolExecutor(max_workers=concurrency,
+                                    thread_name_prefix="map_cases") as pool:
+                futures = {pool.submit(_timed, generate, case): cid
+                           for cid, case in ledger.todo}
+                try:
+                    for future in as_completed(futures):
+                        ledger.settle(futures[future], future.result)
+                        advance()
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+    return ledger.finish()
 
 
 # -- reports -------------------------------------------------------------------------

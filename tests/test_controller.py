@@ -193,7 +193,7 @@ def _shape(c: Classification) -> tuple[str, str | None, bool]:
         (ConnectionRefusedError(111, "Connection refused"),
          ("transient", "connection", False)),  # nothing was sent
         (HTTPError(503, "upstream down", on_response=True), ("transient", "server", False)),
-        (HTTPError(500), ("transient", "server", False)),
+        (HTTPError(500), ("transient", "server", True)),  # the effect may be committed
         (HTTPError(504), ("transient", "timeout", True)),
         (HTTPError(401, "bad token"), ("permanent", "permission", False)),
         (HTTPError(403, "not subscribed", on_response=True), ("permanent", "permission", False)),
@@ -461,7 +461,7 @@ def test_retries_stop_at_max_retries_with_exponential_backoff(sleeps: Sleeps) ->
 def test_retry_budget_per_controller_and_per_tool(
     sleeps: Sleeps, controller_options: dict[str, Any], attempts: int,
 ) -> None:
-    flaky = Flaky("get_quote", [HTTPError(502)] * 10)
+    flaky = Flaky("get_quote", [HTTPError(503)] * 10)
     graph, _ = plain(_retry_script(), [flaky.tool()], sleeps.controller(**controller_options))
     out = graph.invoke(ask())
     assert len(flaky.calls) == attempts

@@ -1,4 +1,4 @@
-"""The agent demo harness (evals/demo.py) on real BFCL v4 multi-turn episodes.
+"""The agent demo harness (evals/demo/) on real BFCL v4 multi-turn episodes.
 
 Scripted models replay BFCL's gold calls (turn by turn, one call per step, then a text
 answer) in BFCL's own environments; perturbed scripts add a fabricated tool, an identical
@@ -251,6 +251,55 @@ def test_a_failing_model_ends_the_episode_not_the_demo(base: Any) -> None:
     with pytest.raises(IndexError):
         demo.run_demo(lambda episode: ScriptedChatModel(script=[first]), episodes=[base],
                       progress=False, raise_errors=True)
+
+
+def hallucinating_or_gold(episode: Any) -> list[AIMessage]:
+    return hallucinating_script(episode) if episode.id == BASE else demo.gold_script(episode)
+
+
+def test_threaded_runs_give_the_same_result_as_one_at_a_time(base: Any) -> None:
+    def strip(result: dict[str, Any]) -> dict[str, Any]:
+        out = json.loads(json.dumps(result, default=str))
+        out["config"].pop("concurrency")
+        for mode in ("unguarded", "guarded"):
+            out[mode].pop("wall_s")
+            for ep in out[mode]["per_episode"]:
+                ep.pop("wall_s")
+        return out
+
+    kwargs: dict[str, Any] = {"episodes": [base, MISS_FUNC], "progress": False,
+                              "raise_errors": True}
+    serial = demo.run_demo(scripted(hallucinating_or_gold), **kwargs)
+    threaded = demo.run_demo(scripted(hallucinating_or_gold), concurrency=4, **kwargs)
+    assert strip(serial) == strip(threaded)
+    assert serial["unguarded"]["episodes"] == 2 and threaded["config"]["concurrency"] == 4
+
+
+def test_a_harness_failure_is_an_errored_episode_and_fails_the_check(base: Any) -> None:
+    from toolguard_evals.runner import EvalRunError
+
+    def broken(model: BaseChatModel, tools: Sequence[BaseTool]) -> Any:
+        raise RuntimeError("no graph today")
+
+    result = demo.run_demo(scripted(demo.gold_script), episodes=[base], progress=False,
+                           modes={"unguarded": create_plain_agent, "broken": broken})
+    assert result["unguarded"]["errors"] == 0 and result["unguarded"]["state_match"] == 1
+    (episode,) = result["broken"]["per_episode"]
+    assert episode["error"] == "RuntimeError: no graph today" and episode["episodes"] == 1
+    assert result["broken"]["errors"] == 1 and result["broken"]["calls_proposed"] == 0
+    demo.print_report(result)  # an errored episode prints like any other
+    with pytest.raises(EvalRunError, match="all 1 broken episodes failed"):
+        demo.check_demo(result)
+
+
+def test_module_entry_point_with_the_gold_script(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    require_bfcl()
+    out = tmp_path / "demo.json"
+    result = demo.main(["--gold", "--ids", BASE, "--no-progress", "--json", str(out)])
+    assert json.loads(out.read_text())["guarded"]["state_match"] == 1
+    assert result["config"]["episodes"] == [BASE]
+    assert "toolguard demo on BFCL v4 multi-turn" in capsys.readouterr().out
 
 
 def test_demo_exits_non_zero_with_the_reason_when_the_endpoint_is_dead() -> None:

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from toolguard.specs import ToolSpec
 from toolguard_evals import bfcl
 from toolguard_evals import detector_suite as ds
+from toolguard_evals.detector_suite import perturb
 
 # ---------------------------------------------------------------------------- fixtures
 
@@ -251,7 +252,7 @@ def test_invented_numbers_are_absent_from_the_conversation(suite: ds.Suite) -> N
     for case, gold in _perturbed(suite, "invented_number"):
         t, key = case.target or 0, case.metadata["key"]
         old, new = gold.calls[t]["args"][key], case.calls[t]["args"][key]
-        numbers = ds._numbers(_question(case))
+        numbers = perturb._numbers(_question(case))
         assert type(new) is type(old) and new != old
         assert float(old) in numbers and float(new) not in numbers
 
@@ -380,3 +381,24 @@ def test_helpers() -> None:
     assert ds.string_kind("city", "Paris") == "location"
     assert ds.string_kind("order_id", "ORD-123") == "id"
     assert ds.string_kind("player_name", "Lionel Messi") == "person"
+
+
+def test_public_names_stay_importable_from_the_package() -> None:
+    """What other suites (suite B, the dialogues) import from the package keeps working."""
+    from toolguard_evals.detector_suite import (  # noqa: F401
+        PERTURBATION_LABELS,
+        Case,
+        Perturbation,
+        fabricate_name,
+        guard_factory,
+        number_words,
+        rename_key,
+        run_suite,
+        score,
+        tools_key,
+        wrong_type_value,
+    )
+    from toolguard_evals.detector_suite.records import Case as RecordsCase
+
+    assert Case is RecordsCase and set(ds.__all__) <= set(dir(ds))
+    assert callable(score) and callable(run_suite) and ds.main is ds.run.main

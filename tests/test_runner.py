@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.errors import GraphInterrupt
 
 from toolguard_evals.runner import (
     Endpoint,
@@ -16,6 +19,7 @@ from toolguard_evals.runner import (
     cache_key,
     check_failures,
     latency_summary,
+    map_cases,
     plot_variants,
     quantile,
     run_cases,
@@ -128,6 +132,104 @@ def test_run_cases_sync_and_refuses_inside_a_loop() -> None:
             run_cases_sync([1], Generator(), case_id=str, settings={})
 
     asyncio.run(inside())
+
+
+# -- synchronous cases ----------------------------------------------------------------
+
+
+def test_map_cases_runs_in_this_thread_without_a_loop_and_keeps_outputs_as_returned() -> None:
+    marker = object()
+    seen: list[tuple[int, str]] = []
+
+    def generate(case: int) -> dict[str, Any]:
+        with pytest.raises(RuntimeError):
+            asyncio.get_running_loop()  # no event loop around a synchronous case
+        seen.append((case, threading.current_thread().name))
+        return {"answer": case * 2, "object": marker}
+
+    result = map_cases([3, 1, 2], generate, case_id=str, progress=False)
+    assert [c for c, _ in seen] == [3, 1, 2]
+    assert {name for _, name in seen} == {threading.current_thread().name}
+    assert list(result.outputs) == ["3", "1", "2"]
+    assert result.outputs["1"]["object"] is marker  # no JSON round trip without a cache
+    assert (result.generated, result.cached, result.failed) == (3, 0, {})
+    assert set(result.case_seconds) == {"1", "2", "3"}
+    assert all(t >= 0 for t in result.case_seconds.values())
+
+
+def test_map_cases_records_failures_or_re_raises_them() -> None:
+    def generate(case: int) -> Any:
+        if case == 2:
+            raise KeyError("two")
+        return [case] if case == 3 else {"x": case}
+
+    result = map_cases([1, 2, 3], generate, case_id=str, progress=True)
+    assert result.failed == {"2": "KeyError: 'two'",
+                             "3": "TypeError: generate returned list, not a mapping"}
+    assert list(result.outputs) == ["1"] and "2" not in result.case_seconds
+    with pytest.raises(KeyError, match="two"):
+        map_cases([1, 2, 3], generate, case_id=str, progress=False, raise_errors=True)
+    with pytest.raises(ValueError, match=r"duplicate case ids: \['1'\]"):
+        map_cases([1, 1], generate, case_id=str)
+    with pytest.raises(ValueError, match="concurrency must be >= 1"):
+        map_cases([1], generate, case_id=str, concurrency=0)
+    with pytest.raises(ValueError, match="a cache needs settings"):
+        map_cases([1], generate, case_id=str, cache=GenerationCache())
+
+
+def test_map_cases_threads_are_bounded_and_resume_from_the_cache(tmp_path: Path) -> None:
+    lock = threading.Lock()
+    state = {"in_flight": 0, "max": 0}
+    calls: list[int] = []
+
+    def generate(case: int) -> dict[str, Any]:
+        with lock:
+            calls.append(case)
+            state["in_flight"] += 1
+            state["max"] = max(state["max"], state["in_flight"])
+        time.sleep(0.05)
+        with lock:
+            state["in_flight"] -= 1
+        if case == 4:
+            raise RuntimeError("server said no")
+        return {"answer": case * 2}
+
+    path = tmp_path / "cache.jsonl"
+    first = map_cases(list(range(9)), generate, case_id=str, settings=SETTINGS,
+                      cache=GenerationCache(path), concurrency=3, progress=False)
+    assert state["max"] == 3
+    assert list(first.outputs) == [str(i) for i in range(9) if i != 4]
+    assert first.failed == {"4": "RuntimeError: server said no"}
+    calls.clear()
+    second = map_cases(list(range(9)), generate, case_id=str, settings=SETTINGS,
+                       cache=GenerationCache(path), concurrency=3, progress=False)
+    assert calls == [4] and (second.cached, second.generated) == (8, 0)
+    with pytest.raises(RuntimeError, match="server said no"):
+        map_cases([4, 5], generate, case_id=str, concurrency=2, progress=False,
+                  raise_errors=True)
+
+
+async def test_graph_interrupts_are_never_recorded_as_failures() -> None:
+    def interrupting(case: int) -> dict[str, Any]:
+        raise GraphInterrupt(())
+
+    async def ainterrupting(case: int) -> dict[str, Any]:
+        raise GraphInterrupt(())
+
+    with pytest.raises(GraphInterrupt):
+        map_cases([1], interrupting, case_id=str, progress=False)
+    with pytest.raises(GraphInterrupt):
+        await run_cases([1], ainterrupting, case_id=str, settings={}, progress=False)
+
+
+async def test_run_cases_raise_errors_re_raises_and_times_each_case() -> None:
+    with pytest.raises(RuntimeError, match="server said no to 1"):
+        await run_cases([0, 1], Generator(fail={1}), case_id=str, settings={},
+                        progress=False, raise_errors=True)
+    result = await run_cases([0, 1], Generator(delay=0.01), case_id=str, settings={},
+                             progress=False)
+    assert set(result.case_seconds) == {"0", "1"}
+    assert all(t >= 0.005 for t in result.case_seconds.values())
 
 
 def test_endpoint_settings_and_validation() -> None:
