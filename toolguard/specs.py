@@ -11,15 +11,29 @@ for its arguments.  Builders accept:
   ``float``->``number``, ``tuple``->``array``, ``any``->``string``),
 - a StableToolBench / RelyToolBench ``api_list`` entry, named ``{api}_for_{tool}``
   as ToolBench's ``api_json_to_openai_json`` names it.
+
+A spec carries a content digest computed once at construction: hashing and equality are a
+dictionary read and a string comparison, so specs are cheap cache keys.  A
+:class:`ToolSet` is an ordered set of specs compiled once (by-name table, JSON Schema
+validators, term tables of the detectors and the pre-check) and shared by every
+:class:`~toolguard.Guard`, :class:`~toolguard.Precheck` and middleware built from the same
+tools: :meth:`ToolSet.coerce` keeps the last :data:`TOOLSET_CACHE_SIZE` sets by digest,
+and :meth:`ToolSpec.coerce` the specs of the last :data:`COERCE_CACHE_SIZE` tool objects.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, cast
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Generic, Literal, TypeVar, cast
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -70,20 +84,51 @@ class ToolSpec(BaseModel):
     )
     effects: Effects = "unknown"
     repeatable: bool = False
+    _digest: str = PrivateAttr(default="")
     _hash: int = PrivateAttr(default=0)
 
     def model_post_init(self, __context: Any) -> None:
-        """Cache the hash: specs are frozen and used as cache keys on the hot path."""
-        self._hash = hash((self.name, self.description, self.effects, self.repeatable,
-                           json.dumps(self.parameters, sort_keys=True, default=str)))
+        """Compute the content digest once: specs are frozen and used as cache keys."""
+        self._set_digest()
+
+    def _set_digest(self) -> None:
+        digest = _digest_of([type(self).__name__,
+                             *(getattr(self, f) for f in type(self).model_fields)])
+        private = self.__pydantic_private__
+        assert private is not None  # ToolSpec declares private attributes
+        private["_digest"] = digest
+        private["_hash"] = int(digest[:16], 16)
+
+    @property
+    def digest(self) -> str:
+        """Hex BLAKE2b digest of the spec's content (every field, canonical JSON).
+
+        Two specs are equal exactly when their digests are.  Computed at construction:
+        mutating ``parameters`` in place afterwards is not seen (specs are frozen; build a
+        new one, or use :meth:`model_copy` with ``update``).
+        """
+        private = self.__pydantic_private__
+        return cast(str, private["_digest"]) if private else ""
 
     def __hash__(self) -> int:
-        return self._hash
+        # the private dict, not ``self._hash``: pydantic's __getattr__ costs ~2 us a read
+        return cast(int, self.__pydantic_private__["_hash"])  # type: ignore[index]
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         if not isinstance(other, ToolSpec):
             return NotImplemented
-        return self._hash == other._hash and self.model_dump() == other.model_dump()
+        mine, theirs = self.__pydantic_private__, other.__pydantic_private__
+        return bool(mine and theirs and mine["_digest"] == theirs["_digest"])
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> ToolSpec:
+        """A copy (see pydantic); its digest follows ``update``."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied._set_digest()
+        return copied
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -188,12 +233,35 @@ class ToolSpec(BaseModel):
     def coerce(cls, tool: Any) -> ToolSpec:
         """Build a spec from any supported form (see module docstring).
 
+        The spec of a LangChain tool or a dict is kept (for the last
+        :data:`COERCE_CACHE_SIZE` objects) and given again for the same object while its
+        content is unchanged (a tool's name, description, ``args_schema`` and
+        ``metadata``; a dict compared with a copy taken when it was first seen).
+
         Raises:
             toolguard.errors.ToolSpecError: If ``tool`` is of no supported form (a
                 ``TypeError``).
         """
+        if type(tool) is ToolSpec:
+            return tool
+        if cls is ToolSpec:  # the kept spec first: an isinstance check costs more
+            hit = _COERCED.get(id(tool))
+            if hit is not None and hit[0] is tool and _unchanged(tool, hit[1]):
+                return hit[2]
         if isinstance(tool, ToolSpec):
             return tool
+        if cls is not ToolSpec:
+            return cls._coerce(tool)
+        if isinstance(tool, BaseTool | Mapping):
+            spec = cls._coerce(tool)
+            fingerprint = _fingerprint(tool)
+            if fingerprint is not _UNCACHEABLE:
+                _COERCED.put(id(tool), (tool, fingerprint, spec))
+            return spec
+        return cls._coerce(tool)
+
+    @classmethod
+    def _coerce(cls, tool: Any) -> ToolSpec:
         if isinstance(tool, BaseTool):
             return cls.from_langchain(tool)
         if isinstance(tool, Mapping):
@@ -220,12 +288,274 @@ def to_specs(tools: Iterable[Any]) -> list[ToolSpec]:
         toolguard.errors.ToolSpecError: If a tool is of no supported form (a ``TypeError``).
     """
     specs = [ToolSpec.coerce(t) for t in tools]
+    _check_unique(specs)
+    return specs
+
+
+def _check_unique(specs: Sequence[ToolSpec]) -> None:
+    names = {s.name for s in specs}
+    if len(names) == len(specs):
+        return
     seen: set[str] = set()
     for s in specs:
         if s.name in seen:
             raise ConfigurationError(f"duplicate tool name {s.name!r}")
         seen.add(s.name)
-    return specs
+
+
+# ---------------------------------------------------------------------------- caches
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
+
+
+class _Bounded(Generic[K, V]):
+    """A dict of at most ``size`` entries, oldest insert evicted first.
+
+    Reads take no lock (a dict read is atomic under the GIL); inserts do.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        return self._data.get(key)
+
+    def put(self, key: K, value: V) -> V:
+        """Insert ``value`` unless ``key`` is there; returns the value kept."""
+        with self._lock:
+            kept = self._data.get(key)
+            if kept is not None:
+                return kept
+            while len(self._data) >= self.size:
+                self._data.pop(next(iter(self._data)))
+            self._data[key] = value
+            return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+COERCE_CACHE_SIZE = 8192
+"""Tool objects (LangChain tools, dicts) whose spec :meth:`ToolSpec.coerce` keeps."""
+TOOLSET_CACHE_SIZE = 128
+"""Compiled :class:`ToolSet` s kept by digest (their tables included)."""
+VALIDATOR_CACHE_SIZE = 16384
+"""Compiled JSON Schema validators kept by spec digest (:func:`schema_validator`)."""
+
+_UNCACHEABLE: Any = object()
+_COERCED: _Bounded[int, tuple[Any, Any, ToolSpec]] = _Bounded(COERCE_CACHE_SIZE)
+_TOOLSETS: _Bounded[str, ToolSet] = _Bounded(TOOLSET_CACHE_SIZE)
+_VALIDATORS: _Bounded[str, tuple[Draft202012Validator | None]] = _Bounded(
+    VALIDATOR_CACHE_SIZE)
+
+
+def _fingerprint(tool: Any) -> Any:
+    """What :func:`_unchanged` compares later: a deep copy of what the spec was built from.
+
+    A dict: a deep copy of it.  A LangChain tool: name, description, ``args_schema`` (a
+    pydantic class as is, a JSON schema deep-copied) and a copy of ``metadata``.
+    """
+    try:
+        if isinstance(tool, BaseTool):
+            schema = tool.args_schema
+            return (tool.name, tool.description,
+                    schema if isinstance(schema, type) else copy.deepcopy(schema),
+                    copy.deepcopy(tool.metadata))
+        return _copy_dict(tool)
+    except Exception:  # an uncopyable value: build its spec every time
+        return _UNCACHEABLE
+
+
+def _copy_dict(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a tool dict: a JSON round trip (C speed), else ``copy.deepcopy``.
+
+    A round trip turns tuples into lists and keys into strings; such a copy compares
+    unequal to the dict, which only costs a rebuilt spec.
+    """
+    try:
+        return cast(dict[str, Any], json.loads(json.dumps(tool)))
+    except (TypeError, ValueError):  # not JSON (a type, a tuple key, NaN is fine)
+        return copy.deepcopy(dict(tool))
+
+
+def _unchanged(tool: Any, fingerprint: Any) -> bool:
+    try:
+        if type(fingerprint) is dict:
+            return bool(fingerprint == tool)
+        name, description, schema, metadata = fingerprint
+        return bool(tool.name == name and tool.description == description
+                    and (tool.args_schema is schema or tool.args_schema == schema)
+                    and tool.metadata == metadata)
+    except Exception:  # a value whose comparison fails: treat the tool as changed
+        return False
+
+
+def _digest_of(value: Any) -> str:
+    """Hex BLAKE2b (128-bit) of ``value`` as canonical JSON (``str`` for non-JSON values)."""
+    try:
+        text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    except TypeError:  # keys of mixed types cannot be sorted
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def schema_validator(spec: ToolSpec) -> Draft202012Validator | None:
+    """The JSON Schema (draft 2020-12) validator of ``spec.parameters``, compiled once.
+
+    Kept by spec digest (the last :data:`VALIDATOR_CACHE_SIZE`), so every guard built
+    from the same tools shares it.  Formats are checked (``FORMAT_CHECKER``).
+
+    Returns:
+        ``None`` when the schema itself is invalid (the tool author's problem, not the
+        model's: such a tool's arguments are not validated).
+    """
+    hit = _VALIDATORS.get(spec.digest)
+    if hit is not None:
+        return hit[0]
+    try:
+        Draft202012Validator.check_schema(spec.parameters)
+        validator: Draft202012Validator | None = Draft202012Validator(
+            spec.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    except SchemaError:
+        validator = None
+    return _VALIDATORS.put(spec.digest, (validator,))[0]
+
+
+class ToolSet:
+    """An ordered set of tool specs with unique names, compiled once and shared.
+
+    Immutable; equal (and hashed) by :attr:`digest`, the digest of its specs' digests in
+    order.  Build it with :meth:`coerce` (any tool form) or :meth:`of` (specs): both give
+    the same object for the same tools while it is among the last
+    :data:`TOOLSET_CACHE_SIZE` sets, so tables derived from it (:meth:`derived`: the
+    pre-check's term index, the relevance judge's tables) are computed once per tool set
+    and process.  Pickles as its specs.
+
+    Attributes:
+        specs: The specs, in the order given.
+        by_name: Read-only ``{name: spec}``.
+        digest: Hex digest of the set (order matters).
+    """
+
+    __slots__ = ("__weakref__", "_derived", "_lock", "by_name", "digest", "names", "specs")
+
+    specs: tuple[ToolSpec, ...]
+    names: tuple[str, ...]
+    by_name: Mapping[str, ToolSpec]
+    digest: str
+    _derived: dict[str, Any]
+    _lock: threading.Lock
+
+    def __init__(self, specs: Iterable[ToolSpec]) -> None:
+        """Use :meth:`of` or :meth:`coerce` (cached) rather than this.
+
+        Raises:
+            toolguard.errors.ConfigurationError: If two specs share a name.
+            toolguard.errors.ToolSpecError: If an item is not a :class:`ToolSpec`.
+        """
+        items = tuple(specs)
+        for s in items:
+            if not isinstance(s, ToolSpec):
+                raise ToolSpecError(f"ToolSet takes ToolSpecs, got {type(s).__name__}")
+        _check_unique(items)
+        object.__setattr__(self, "specs", items)
+        object.__setattr__(self, "names", tuple(s.name for s in items))
+        object.__setattr__(self, "by_name", MappingProxyType({s.name: s for s in items}))
+        object.__setattr__(self, "digest", _set_digest(items))
+        object.__setattr__(self, "_derived", {})
+        object.__setattr__(self, "_lock", threading.Lock())
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def of(cls, specs: Iterable[ToolSpec]) -> ToolSet:
+        """The (cached) set of ``specs``.
+
+        Raises:
+            toolguard.errors.ConfigurationError: If two specs share a name.
+        """
+        if isinstance(specs, ToolSet):
+            return specs
+        items = tuple(specs)
+        hit = _TOOLSETS.get(_set_digest(items))
+        if hit is not None:
+            return hit
+        made = cls(items)
+        return _TOOLSETS.put(made.digest, made)
+
+    @classmethod
+    def coerce(cls, tools: Iterable[Any]) -> ToolSet:
+        """The (cached) set of tools in any form :meth:`ToolSpec.coerce` accepts.
+
+        Raises:
+            toolguard.errors.ConfigurationError: If two tools share a name.
+            toolguard.errors.ToolSpecError: If a tool is of no supported form.
+        """
+        if isinstance(tools, ToolSet):
+            return tools
+        return cls.of([ToolSpec.coerce(t) for t in tools])
+
+    # ------------------------------------------------------------------ compiled tables
+    def derived(self, key: str, build: Callable[[ToolSet], T]) -> T:
+        """``build(self)``, computed once per set and ``key`` and kept with the set.
+
+        For tables that depend only on the specs (term indexes); ``key`` names the table
+        (``"precheck.lexical"``).  ``build`` must not mutate the set.
+        """
+        found = self._derived.get(key, _UNCACHEABLE)
+        if found is not _UNCACHEABLE:
+            return cast(T, found)
+        with self._lock:  # one build per table, also under threads
+            found = self._derived.get(key, _UNCACHEABLE)
+            if found is _UNCACHEABLE:
+                found = self._derived[key] = build(self)
+        return cast(T, found)
+
+    def validator(self, name: str) -> Draft202012Validator | None:
+        """:func:`schema_validator` of the tool ``name`` (``KeyError`` if absent)."""
+        return schema_validator(self.by_name[name])
+
+    # ------------------------------------------------------------------ protocol
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ToolSet is immutable")
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self.specs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.by_name
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolSet):
+            return NotImplemented
+        return self is other or self.digest == other.digest
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ToolSet.of, (self.specs,))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(self.names[:5]) + (f", ... ({len(self.names)} tools)"
+                                             if len(self.names) > 5 else "")
+        return f"ToolSet([{shown}], digest={self.digest[:12]})"
+
+
+def _set_digest(specs: Sequence[ToolSpec]) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for s in specs:
+        h.update(s.digest.encode("ascii"))
+    return h.hexdigest()
 
 
 def gorilla_to_json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,13 +7,17 @@
   pronouns, two references per request); lexicons in ``toolguard.kg.lexicon``.
 - :class:`LLMPathGenerator` (``toolguard.kg.llm``): KGETool's ``KG.search`` prompt with
   any LangChain chat model.
-- :class:`KGStore` (``toolguard.kg.store``): per-user KGs in a LangGraph ``BaseStore``.
+- :class:`KGStore` (``toolguard.kg.store``): per-user KGs in a LangGraph ``BaseStore``,
+  versioned (one version item per user, changed by every write through it).
+- :class:`KGCache` (``toolguard.kg.cache``): per-user graphs and resolvers kept between
+  turns by KG version, shared by the KG middleware and node.
 - ``toolguard.kg.request``: rewriting the user's request with the resolved sub-KG, shared
   by :class:`~toolguard.KGResolveMiddleware` and :class:`~toolguard.nodes.KGResolveNode`.
 - ``toolguard.kg.embed.EmbeddingSimilarity``: optional relation-name embedding
   similarity (``embed`` extra); not imported here.
 """
 
+from toolguard.kg.cache import KGCache
 from toolguard.kg.graph import (
     BAD_EXTRACT,
     ExtractionMode,
@@ -34,6 +38,7 @@ __all__ = [
     "EXTRA_INFO",
     "DeterministicPathGenerator",
     "ExtractionMode",
+    "KGCache",
     "KGStore",
     "KnowledgeGraph",
     "LLMPathGenerator",

@@ -62,8 +62,38 @@ class KnowledgeGraph:
         self._seq = itertools.count()
         self.version = 0
         """Incremented by every change (readers cache derived views per version)."""
+        self._bulk_add(triples)
+
+    def _bulk_add(self, triples: Iterable[Sequence[str]]) -> None:
+        """Add triples to the (empty) graph in bulk: what ``add`` per triple does.
+
+        Writes networkx's adjacency dicts as ``MultiDiGraph.add_edge`` does, without its
+        per-edge view and cache work: 50,000 triples in a fraction of the per-edge time.
+        """
+        g = self.graph
+        succ, pred, node = g._succ, g._pred, g._node
+        added = 0
         for triple in triples:
-            self.add(*triple)
+            if len(triple) != 3:
+                self.add(*triple)  # the TypeError a single add raises
+            h, r, t = triple
+            for n in (h, t):
+                if n not in succ:
+                    if n is None:
+                        raise ValueError("None cannot be a node")
+                    succ[n] = g.adjlist_inner_dict_factory()
+                    pred[n] = g.adjlist_inner_dict_factory()
+                    node[n] = g.node_attr_dict_factory()
+            keydict = succ[h].get(t)
+            if keydict is None:
+                keydict = succ[h][t] = pred[t][h] = g.edge_key_dict_factory()
+            elif r in keydict:
+                continue  # already there
+            data = keydict[r] = g.edge_attr_dict_factory()
+            data["seq"] = next(self._seq)
+            added += 1
+        nx._clear_cache(g)
+        self.version += added
 
     @classmethod
     def from_file(cls, path: str | Path) -> KnowledgeGraph:
@@ -130,7 +160,11 @@ class KnowledgeGraph:
         """True if ``entity`` starts at least one triple (FamilyTool's start check)."""
         if entity is None or entity not in self.graph:
             return False
-        return bool(self.graph.out_degree(entity) > 0)
+        return bool(self.graph.succ[entity])
+
+    def heads(self) -> list[str]:
+        """Entities that start at least one triple."""
+        return [n for n, succ in self.graph.succ.items() if succ]
 
     def out(self, head: str) -> list[Triple]:
         """Triples leaving ``head``, in insertion order."""

@@ -39,6 +39,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 import snowballstemmer
 from rapidfuzz import fuzz
@@ -171,6 +172,18 @@ class Resolution:
 _Table = dict[tuple[str, ...], tuple[tuple[Hop, ...], ...]]
 """Kinship phrase (words) -> alternative relation chains."""
 
+
+class _Views(NamedTuple):
+    """What the resolver reads from a KG, built once per KG version (``_views``)."""
+
+    people: set[str]
+    person_rels: set[str]
+    table: _Table
+    names: dict[tuple[str, ...], str]  # a person's lower-cased words -> the person
+    max_name: int  # words of the longest name
+    max_phrase: int  # words of the longest kinship phrase
+
+
 SimilarityFn = Callable[[str, Sequence[str]], list[float]]
 """``(query words, relation names) -> similarity in [0, 1] per relation``."""
 
@@ -224,7 +237,7 @@ class DeterministicPathGenerator:
         self.similarity = similarity
         self.similarity_weight = similarity_weight
         self._cache_key: tuple[int, int] | None = None
-        self._cache: tuple[set[str], set[str], _Table] | None = None
+        self._cache: _Views | None = None
         self.vague_score = vague_score
         if top_k < 1:
             raise ConfigurationError("top_k must be >= 1")
@@ -234,19 +247,24 @@ class DeterministicPathGenerator:
         self.top_margin = top_margin
 
     # ------------------------------------------------------------------ KG views
-    def _views(self) -> tuple[set[str], set[str], _Table]:
-        """People, person relations and the kinship phrase table of the KG.
+    def _views(self) -> _Views:
+        """People (and their names by words), person relations and kinship phrases of the KG.
 
-        Cached per KG version, so any add/remove is seen by the next call.
+        Built once per KG version (not per request), so any add/remove is seen by the next
+        call and a 50,000-triple graph costs nothing per request.
         """
         key = (id(self.kg), self.kg.version)
         if self._cache_key != key or self._cache is None:
-            people = {e for e in self.kg.entities if self.kg.is_head(e)}
+            people = set(self.kg.heads())
             rels = set()
-            for h, r, t in self.kg.triples():
+            for h, t, r in self.kg.graph.edges(keys=True):  # any order: a set is built
                 if r in KINSHIP_RELATIONS or (t in people and h in people):
                     rels.add(r)
-            self._cache = (people, rels, self._phrase_table(rels))
+            table = self._phrase_table(rels)
+            names = {tuple(p.lower().split()): p for p in people}
+            self._cache = _Views(people, rels, table, names,
+                                 max((len(k) for k in names), default=1),
+                                 max(len(k) for k in table))
             self._cache_key = key
         return self._cache
 
@@ -320,11 +338,9 @@ class DeterministicPathGenerator:
                 queue.append((t, [*rels, r]))
         return None
 
-    def _anchors(self, toks: list[_Tok], speaker: str, people: set[str],
-                 person_rels: set[str], table: _Table) -> list[_Anchor]:
-        max_len = max(len(k) for k in table)
-        names = {tuple(p.lower().split()): p for p in people}
-        max_name = max((len(k) for k in names), default=1)
+    def _anchors(self, toks: list[_Tok], speaker: str, views: _Views) -> list[_Anchor]:
+        person_rels, table, names = views.person_rels, views.table, views.names
+        max_len, max_name = views.max_phrase, views.max_name
         anchors: list[_Anchor] = []
         last_person: _Anchor | None = None
         i = 0
@@ -674,9 +690,10 @@ class DeterministicPathGenerator:
                 return Resolution(who)  # nothing personal to resolve
             return Resolution(who, missing=[f"unknown speaker: {who or 'the speaker'} "
                                             "is not in the knowledge graph"])
-        people, person_rels, table = self._views()
+        views = self._views()
+        people, person_rels = views.people, views.person_rels
         toks = self._tokens(text)
-        anchors = self._anchors(toks, who, people, person_rels, table)
+        anchors = self._anchors(toks, who, views)
         self._assign(toks, anchors)
         default = None
         if not anchors:

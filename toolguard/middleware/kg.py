@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 
 from toolguard.conversation import message_text
 from toolguard.errors import ConfigurationError, KGError
+from toolguard.kg.cache import KGCache
 from toolguard.kg.graph import KnowledgeGraph
 from toolguard.kg.request import question_for, rewrite_request, speaker_and_user, unresolved_request
 from toolguard.kg.resolver import DeterministicPathGenerator, Resolution
@@ -40,8 +41,12 @@ class KGResolveMiddleware(ToolguardMiddleware[ToolguardState]):
 
     - The KG: ``kg=`` (one graph for everyone), else the user's graph in a
       :class:`~toolguard.kg.store.KGStore` over ``store=`` or the agent's own store
-      (``create_agent(..., store=...)``, read from ``runtime.store``).  Triples added or
-      removed at run time are seen at the next turn.
+      (``create_agent(..., store=...)``, read from ``runtime.store``).  Each user's graph
+      and resolver are kept between turns (:class:`~toolguard.kg.cache.KGCache`): a turn
+      costs one store ``get`` (the user's KG version) while nothing changed.  Triples
+      added or removed through a :class:`~toolguard.kg.store.KGStore` (in any process)
+      are seen at the next turn; triples written to the store directly, within
+      ``max_age_s`` seconds.
     - The user and the speaker: the run's context (``context=`` of ``invoke``; attributes
       or keys ``user_key`` / ``speaker_key``), else ``config["configurable"]``, else the
       state; the speaker defaults to the user id; a ``<speak>Speaker: NAME</speak>`` tag
@@ -56,11 +61,13 @@ class KGResolveMiddleware(ToolguardMiddleware[ToolguardState]):
         user_key: Name of the user id in the context, ``configurable`` or state.
         speaker_key: Name of the speaker's entity in the context, ``configurable`` or state.
         ask_user: ``"auto"``, ``"interrupt"`` or ``"end"``.
+        max_age_s: Seconds after which a user's graph is read again even when its version
+            is unchanged (``None``: only on a change through ``KGStore``).
         **resolver_options: Keyword options of :class:`DeterministicPathGenerator`.
 
     Raises:
         toolguard.errors.ConfigurationError: ``kg`` and ``store`` together, an unknown
-            ``ask_user`` mode, or an invalid resolver option.
+            ``ask_user`` mode, a negative ``max_age_s``, or an invalid resolver option.
     """
 
     state_schema = ToolguardState
@@ -73,13 +80,16 @@ class KGResolveMiddleware(ToolguardMiddleware[ToolguardState]):
         user_key: str = "user_id",
         speaker_key: str = "kg_speaker",
         ask_user: Literal["auto", "interrupt", "end"] = "auto",
+        max_age_s: float | None = 60.0,
         **resolver_options: Any,
     ) -> None:
         super().__init__()
         if kg is not None and store is not None:
             raise ConfigurationError("pass kg (one shared KG) or store (per-user KGs), not both")
         validate_ask_user(ask_user)
-        DeterministicPathGenerator(KnowledgeGraph(), **resolver_options)  # validate eagerly
+        # per-user graphs and resolvers by KG version (validates the options eagerly)
+        self._cache = KGCache(max_age_s=max_age_s, **resolver_options)
+        self._empty = DeterministicPathGenerator(KnowledgeGraph(), **resolver_options)
         self.kg = kg
         self.kg_store = store
         self.user_key = user_key
@@ -102,33 +112,32 @@ class KGResolveMiddleware(ToolguardMiddleware[ToolguardState]):
                           "store=")
         return KGStore(runtime.store)
 
-    def _resolve(self, kg: KnowledgeGraph, text: str, speaker: str | None) -> Resolution:
-        gen = self._fixed if kg is self.kg and self._fixed is not None else \
-            DeterministicPathGenerator(kg, **self.resolver_options)
-        return gen.resolve(text, speaker=speaker)
-
     @hook_config(can_jump_to=["end"])
     def before_agent(self, state: ToolguardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Resolve the new request (see the class docstring)."""
-        message = unresolved_request(list(state.get("messages") or []))
+        message = unresolved_request(state.get("messages") or [])
         if message is None:
             return None
         user, speaker = self._ids(state, runtime)
-        kg = self.kg if self.kg is not None else (
-            self._store(runtime).load(user) if user is not None else KnowledgeGraph())
-        return self._update(message, self._resolve(kg, message_text(message), speaker), runtime)
+        gen = (self._fixed if self._fixed is not None
+               else self._cache.resolver(self._store(runtime), user) if user is not None
+               else self._empty)
+        return self._update(message, gen.resolve(message_text(message), speaker=speaker),
+                            runtime)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_agent(self, state: ToolguardState,
                             runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_agent` (the user's KG is loaded with ``aload``)."""
-        message = unresolved_request(list(state.get("messages") or []))
+        """Async twin of :meth:`before_agent` (the store is read with ``aget``/``asearch``)."""
+        message = unresolved_request(state.get("messages") or [])
         if message is None:
             return None
         user, speaker = self._ids(state, runtime)
-        kg = self.kg if self.kg is not None else (
-            await self._store(runtime).aload(user) if user is not None else KnowledgeGraph())
-        return self._update(message, self._resolve(kg, message_text(message), speaker), runtime)
+        gen = (self._fixed if self._fixed is not None
+               else await self._cache.aresolver(self._store(runtime), user) if user is not None
+               else self._empty)
+        return self._update(message, gen.resolve(message_text(message), speaker=speaker),
+                            runtime)
 
     def _update(self, message: Any, res: Resolution,
                 runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -13,7 +13,10 @@ prefer_dinnertime, dinnertime_0002]).``; this node does the same inside any
 
 - The user comes from ``config["configurable"][user_key]`` (else ``state[user_key]``);
   their KG from a :class:`~toolguard.kg.store.KGStore` (namespace per user; by default
-  over the graph's own ``store``) or a fixed :class:`KnowledgeGraph`.  The speaker (start
+  over the graph's own ``store``) or a fixed :class:`KnowledgeGraph`.  A user's graph and
+  resolver are kept between turns by KG version (:class:`~toolguard.kg.cache.KGCache`:
+  one store ``get`` per turn while nothing changed; changes through ``KGStore`` seen at
+  the next turn, direct store writes within ``max_age_s`` seconds).  The speaker (start
   entity) is ``configurable[speaker_key]``, else ``state[speaker_key]``, else the user id;
   a ``<speak>Speaker: NAME</speak>`` tag in the text wins.
 - The latest ``HumanMessage`` is replaced (same id) by one with the sub-KG appended and
@@ -42,6 +45,7 @@ from langgraph.graph import END
 
 from toolguard.conversation import MARK_KEY, message_text
 from toolguard.errors import ConfigurationError, KGError
+from toolguard.kg.cache import KGCache
 from toolguard.kg.graph import KnowledgeGraph
 from toolguard.kg.request import (
     question_for,
@@ -75,11 +79,13 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
             turn with a question; ``"interrupt"`` / ``"end"`` force one way.
         model_node: Where :meth:`route` goes when nothing needs the user.
         name: The node's name.
+        max_age_s: Seconds after which a user's graph is read again even when its version
+            is unchanged (``None``: only on a change through ``KGStore``).
         **resolver_options: Keyword options of :class:`DeterministicPathGenerator`.
 
     Raises:
         toolguard.errors.ConfigurationError: Both ``kg`` and ``store``, an unknown
-            ``ask_user``, or an invalid resolver option.
+            ``ask_user``, a negative ``max_age_s``, or an invalid resolver option.
     """
 
     def __init__(
@@ -94,13 +100,17 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
         ask_user: KGAskMode = "auto",
         model_node: str = "model",
         name: str = "kg_resolve",
+        max_age_s: float | None = 60.0,
         **resolver_options: Any,
     ) -> None:
         if kg is not None and store is not None:
             raise ConfigurationError("pass kg (one shared KG) or store (per-user KGs), not both")
         validate_ask_user(ask_user)
-        DeterministicPathGenerator(KnowledgeGraph(), **resolver_options)  # validate eagerly
+        # per-user graphs and resolvers by KG version (validates the options eagerly)
+        cache = KGCache(max_age_s=max_age_s, **resolver_options)
         super().__init__(self._run, afunc=self._arun, name=name)
+        self._cache = cache
+        self._empty = DeterministicPathGenerator(KnowledgeGraph(), **resolver_options)
         self.kg = kg
         self.kg_store = store
         self.user_key = user_key
@@ -132,30 +142,28 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
             raise KGError("KGResolveNode needs kg=, store= or a graph compiled with store=")
         return KGStore(base)
 
-    def _resolve(self, kg: KnowledgeGraph, message: HumanMessage,
-                 speaker: str | None) -> Resolution:
-        gen = (self._fixed_generator if kg is self.kg and self._fixed_generator is not None
-               else DeterministicPathGenerator(kg, **self.resolver_options))
-        return gen.resolve(message_text(message), speaker=speaker)
-
     # ------------------------------------------------------------------ node
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         message = unresolved_request(messages_of(state, self.messages_key))
         if message is None:
             return {}
         user, speaker = self._ids(state, config)
-        kg = self.kg if self.kg is not None else (
-            self._store().load(user) if user is not None else KnowledgeGraph())
-        return self._update(message, self._resolve(kg, message, speaker), config)
+        gen = (self._fixed_generator if self._fixed_generator is not None
+               else self._cache.resolver(self._store(), user) if user is not None
+               else self._empty)
+        return self._update(message, gen.resolve(message_text(message), speaker=speaker),
+                            config)
 
     async def _arun(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         message = unresolved_request(messages_of(state, self.messages_key))
         if message is None:
             return {}
         user, speaker = self._ids(state, config)
-        kg = self.kg if self.kg is not None else (
-            await self._store().aload(user) if user is not None else KnowledgeGraph())
-        return self._update(message, self._resolve(kg, message, speaker), config)
+        gen = (self._fixed_generator if self._fixed_generator is not None
+               else await self._cache.aresolver(self._store(), user) if user is not None
+               else self._empty)
+        return self._update(message, gen.resolve(message_text(message), speaker=speaker),
+                            config)
 
     def _update(self, message: HumanMessage, res: Resolution,
                 config: RunnableConfig) -> dict[str, Any]:

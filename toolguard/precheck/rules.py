@@ -37,14 +37,13 @@ Thresholds were set on RelyToolBench and BFCL v4 (the evaluation sets of
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal
 
 from toolguard.errors import ConfigurationError
 from toolguard.relevance import _load_encoder, _tool_terms, default_embedding_model_path
-from toolguard.specs import ToolSpec
+from toolguard.specs import ToolSet, ToolSpec
 from toolguard.text import content_stems, split_identifier
 
 RelevanceBackend = Literal["lexical", "embedding"]
@@ -98,48 +97,128 @@ def stated_values(request: str, tools: Sequence[ToolSpec]) -> list[str]:
     Quoted strings, tokens with digits, URLs/emails, and capitalised words (not
     sentence-initial) that are not words of the tools' docs.
     """
+    return _stated(request, _doc_words(tools))
+
+
+def _stated(request: str, doc_words: frozenset[str]) -> list[str]:
     found = [m.group(0) for rx in (_QUOTED, _ID_TOKEN, _URL_OR_EMAIL)
              for m in rx.finditer(request)]
-    doc_words: set[str] = set()
-    for t in tools:
-        doc_words |= _tool_terms(t)[1]
     found += [w for w in _PROPER.findall(request) if not content_stems(w) <= doc_words]
     return found
+
+
+def _doc_words(tools: Sequence[ToolSpec]) -> frozenset[str]:
+    """Every description/parameter stem of the tools (once per tool set, see ``ToolSet``)."""
+    try:
+        return ToolSet.of(tools).derived("precheck.rules.doc_words", _union_of_doc_words)
+    except ConfigurationError:  # duplicate names: no ToolSet, computed here
+        return _union_of_doc_words(tools)
+
+
+def _union_of_doc_words(tools: Iterable[ToolSpec]) -> frozenset[str]:
+    return frozenset().union(*(_tool_terms(t)[1] for t in tools))
 
 
 MIN_PREFIX = 5
 """Letters a stem needs before a prefix relation counts as a match (see ``overlaps``)."""
 
 
-@lru_cache(maxsize=8192)
-def _prefixed_terms(tool: ToolSpec) -> tuple[_Vocab, _Vocab]:
-    """(name, name + description) stems of a tool, generic ones removed, with prefixes."""
-    name, desc = _tool_terms(tool)
-    return _Vocab.of(name - GENERIC_TERMS), _Vocab.of(desc - GENERIC_TERMS)
+@dataclass(frozen=True, slots=True)
+class _Postings:
+    """Which tools hold a stem.
+
+    ``stems``: stem -> tools; ``prefixes``: every prefix of >= ``MIN_PREFIX`` letters of a
+    longer stem -> tools; tools as positions in ``_LexicalIndex.names``.
+    """
+
+    stems: dict[str, tuple[int, ...]]
+    prefixes: dict[str, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, vocabularies: Sequence[frozenset[str]]) -> _Postings:
+        stems: dict[str, list[int]] = {}
+        prefixes: dict[str, list[int]] = {}
+        for i, vocab in enumerate(vocabularies):
+            for s in vocab:
+                stems.setdefault(s, []).append(i)
+            for p in {s[:k] for s in vocab for k in range(MIN_PREFIX, len(s))}:
+                prefixes.setdefault(p, []).append(i)
+        return cls({k: tuple(v) for k, v in stems.items()},
+                   {k: tuple(v) for k, v in prefixes.items()})
+
+    def count(self, terms: Iterable[str]) -> dict[int, int]:
+        """Per tool with at least one, the request stems that match one of its stems.
+
+        A stem matches when equal, or when one is a prefix of the other and both have at
+        least ``MIN_PREFIX`` letters.  Visits only the tools that hold a matching stem.
+        """
+        counts: dict[int, int] = {}
+        empty: tuple[int, ...] = ()
+        for t in terms:
+            hit = set(self.stems.get(t, empty))
+            if len(t) >= MIN_PREFIX:
+                hit.update(self.prefixes.get(t, empty))
+                for k in range(MIN_PREFIX, len(t)):
+                    hit.update(self.stems.get(t[:k], empty))
+            for i in hit:
+                counts[i] = counts.get(i, 0) + 1
+        return counts
 
 
 @dataclass(frozen=True, slots=True)
-class _Vocab:
-    """Stems and every prefix (>= ``MIN_PREFIX`` letters) of the longer ones."""
+class _LexicalIndex:
+    """The rules' tables of one tool list, built once per tool set (see ``ToolSet``).
 
-    stems: frozenset[str]
-    prefixes: frozenset[str]
+    ``names`` are the distinct tool names in order of first appearance; ``first`` the
+    first tool of each name, whose terms the rules read; the postings index the last tool
+    of each name (``{t.name: ...}`` semantics); ``needy`` the positions (in the tool list)
+    of tools with required parameters, also by name position (``needy_of``).
+    """
+
+    names: tuple[str, ...]
+    first: tuple[ToolSpec, ...]
+    name: _Postings
+    desc: _Postings
+    doc_words: frozenset[str]
+    zero_scores: dict[str, float]
+    needy: tuple[ToolSpec, ...]
+    needy_name: tuple[int, ...]
+    needy_of: dict[int, tuple[int, ...]]
 
     @classmethod
-    def of(cls, stems: frozenset[str]) -> _Vocab:
-        pre = {s[:k] for s in stems for k in range(MIN_PREFIX, len(s))}
-        return cls(stems, frozenset(pre))
+    def build(cls, tools: Sequence[ToolSpec]) -> _LexicalIndex:
+        last = {t.name: t for t in tools}
+        names = tuple(last)
+        position = {n: i for i, n in enumerate(names)}
+        first: dict[str, ToolSpec] = {}
+        for t in tools:
+            first.setdefault(t.name, t)
+        terms = [_tool_terms(last[n]) for n in names]
+        needy = tuple(t for t in tools if t.required)
+        needy_name = tuple(position[t.name] for t in needy)
+        needy_of: dict[int, list[int]] = {}
+        for p, i in enumerate(needy_name):
+            needy_of.setdefault(i, []).append(p)
+        return cls(names, tuple(first[n] for n in names),
+                   _Postings.of([nm - GENERIC_TERMS for nm, _ in terms]),
+                   _Postings.of([d - GENERIC_TERMS for _, d in terms]),
+                   _union_of_doc_words(tools), dict.fromkeys(names, 0.0), needy, needy_name,
+                   {i: tuple(ps) for i, ps in needy_of.items()})
 
+    def ranked_needy(self, sparse: dict[int, int], k: int) -> list[ToolSpec]:
+        """The first ``k`` tools with required parameters by descending score.
 
-def _count(terms: frozenset[str], vocab: _Vocab) -> int:
-    """Request stems that match a stem of ``vocab`` (equal, or prefix either way)."""
-    n = 0
-    for t in terms:
-        if t in vocab.stems or (len(t) >= MIN_PREFIX and (
-                t in vocab.prefixes
-                or any(t[:k] in vocab.stems for k in range(MIN_PREFIX, len(t))))):
-            n += 1
-    return n
+        Ties in tool order: ``sorted(needy, key=-score)[:k]``, visiting only scored tools.
+        """
+        ranked = sorted((-sparse[i], p) for i in sparse for p in self.needy_of.get(i, ()))
+        out = [self.needy[p] for _, p in ranked[:k]]
+        if len(out) < k:
+            for p, i in enumerate(self.needy_name):
+                if i not in sparse:
+                    out.append(self.needy[p])
+                    if len(out) == k:
+                        break
+        return out
 
 
 _VECTORS: dict[tuple[str, str], Any] = {}
@@ -217,6 +296,8 @@ class DeterministicRules:
         if not -1.0 <= min_similarity <= 1.0:
             raise ConfigurationError(f"min_similarity must be in [-1, 1], got {min_similarity}")
         self.tools = list(tools)
+        self._lexical: _LexicalIndex | None = None
+        self._texts: tuple[str, ...] | None = None
         self.relevance = relevance
         self.ask_user = ask_user
         self.missing_info = missing_info
@@ -240,12 +321,28 @@ class DeterministicRules:
         :data:`MIN_PREFIX` letters ("discov"/"discover", "contribut"/"contrib"): the
         Snowball stemmer leaves derivations apart.
         """
-        terms = content_stems(request) - GENERIC_TERMS
-        out: dict[str, tuple[int, int]] = {}
-        for t in self.tools:
-            name, desc = _prefixed_terms(t)
-            out[t.name] = (_count(terms, name), _count(terms, desc))
+        index = self._index()
+        names, descs = self._counts(index, request)
+        out = dict.fromkeys(index.names, (0, 0))
+        for i in names.keys() | descs.keys():
+            out[index.names[i]] = (names.get(i, 0), descs.get(i, 0))
         return out
+
+    def _index(self) -> _LexicalIndex:
+        """The tool list's lexical tables, shared by every pre-check on the same tools."""
+        if self._lexical is None:
+            try:
+                self._lexical = ToolSet.of(self.tools).derived(
+                    "precheck.rules.lexical", lambda ts: _LexicalIndex.build(ts.specs))
+            except ConfigurationError:  # duplicate names: no ToolSet, built here
+                self._lexical = _LexicalIndex.build(self.tools)
+        return self._lexical
+
+    @staticmethod
+    def _counts(index: _LexicalIndex, request: str) -> tuple[dict[int, int], dict[int, int]]:
+        """(name, name + description) overlaps of the tools that share a stem (sparse)."""
+        terms = content_stems(request) - GENERIC_TERMS
+        return index.name.count(terms), index.desc.count(terms)
 
     def similarity(self, request: str) -> float:
         """Best cosine between the request and a tool's ``name: description`` (embedding).
@@ -254,8 +351,10 @@ class DeterministicRules:
         """
         if self._encoder is None:
             self._encoder = _load_encoder(self._model_path)
-        texts = tuple(f"{split_identifier(t.name)}: {t.description}" for t in self.tools)
-        vecs = _tool_vectors(self._model_path, texts)
+        if self._texts is None:
+            self._texts = tuple(f"{split_identifier(t.name)}: {t.description}"
+                                for t in self.tools)
+        vecs = _tool_vectors(self._model_path, self._texts)
         query = self._encoder.encode([request], normalize_embeddings=True)[0]
         return max(float(v @ query) for v in vecs)
 
@@ -276,10 +375,18 @@ class DeterministicRules:
         """
         if not self.tools:
             return RuleVerdict("no_suitable_tool", "no tools are available")
-        ov = self.overlaps(request)
-        scores = {k: float(2 * n + d) for k, (n, d) in ov.items()}
-        best = max(self.tools, key=lambda t: scores[t.name])
-        n, d = ov[best.name]
+        # overlaps, scores and the best tool from the tools that share a stem with the
+        # request (an inverted index): the same numbers as scoring every tool
+        index = self._index()
+        names, descs = self._counts(index, request)
+        sparse = {i: 2 * names.get(i, 0) + descs.get(i, 0) for i in names.keys() | descs.keys()}
+        scores = dict(index.zero_scores)
+        for i, score in sparse.items():
+            scores[index.names[i]] = float(score)
+        top = max(sparse.values(), default=0)
+        best_i = min((i for i, score in sparse.items() if score == top), default=0)
+        best = index.first[best_i]  # max(tools, key=score): the first of the best
+        n, d = names.get(best_i, 0), descs.get(best_i, 0)
         name_words = _tool_terms(best)[0] - GENERIC_TERMS
         coverage = n / len(name_words) if name_words else 0.0
         unfit = not ongoing and (
@@ -293,11 +400,10 @@ class DeterministicRules:
                     "no_suitable_tool", tool=best.name, scores=scores,
                     reason=f"no tool fits the request (best {best.name!r}: {n} name and "
                     f"{d} description words shared{extra})")
-        if self.ask_user and not stated_values(request, self.tools):
-            needy = sorted((t for t in self.tools if t.required),
-                           key=lambda t: -scores[t.name])
+        if self.ask_user and not _stated(request, index.doc_words):
+            needy = index.ranked_needy(sparse, 3)  # sorted(needy, key=-score)[:3]
             m = _VAGUE.search(request)
-            fitting = [t for t in needy[:3] if scores[t.name] >= 2]
+            fitting = [t for t in needy if scores[t.name] >= 2]
             if m or (self.missing_info == "unstated" and fitting):
                 target = needy[0] if needy else best
                 why = (f"the request refers to a value it does not give: {m.group(0)!r}" if m
