@@ -66,8 +66,25 @@ def _controller(controller: ControllerOption) -> RetryController | None:
 
 
 def _tool_error_text(exc: Exception, request: Any) -> str:
-    """``ToolNode(handle_tool_errors=True)``'s answer to a tool that raised."""
-    return f"Error: {exc!r}\n Please fix your mistakes."
+    """``ToolNode(handle_tool_errors=True)``'s answer to a tool that raised.
+
+    An exception whose ``repr`` raises is named by its type (issue 14, defect 4).
+    """
+    try:
+        text = repr(exc)
+    except Exception:
+        text = f"{type(exc).__name__}(<unprintable>)"
+    return f"Error: {text}\n Please fix your mistakes."
+
+
+def _node_error_text(exc: Exception) -> str:
+    """``ToolNode``'s error handler (it reads the handled types from the annotation)."""
+    return _tool_error_text(exc, None)
+
+
+def _repair(state: Any) -> dict[str, Any]:
+    """Answer calls a previous turn left dangling and drop a question nobody answered."""
+    return {**dangling_update(state), "toolguard_pending": None}
 
 
 def tool_errors_as_messages() -> ToolErrorMiddleware[Any, Any]:
@@ -276,7 +293,7 @@ def create_guarded_graph(
     pre = _precheck(precheck, tools, precheck_model or model)
     ctl = _controller(controller)
     builder = StateGraph(PrecheckState)
-    builder.add_node("repair", RunnableLambda(dangling_update, name="repair"))
+    builder.add_node("repair", RunnableLambda(_repair, name="repair"))
     builder.add_node("model", _model_node(model, tools, system_prompt))
     builder.add_node("guard", node)
     builder.add_node("ask_user", AskUserNode())
@@ -296,7 +313,7 @@ def create_guarded_graph(
     builder.add_conditional_edges("guard", node.route, ["ask_user", "tools", "model", END])
     builder.add_conditional_edges("ask_user", node.route, ["tools", "model", END])
     if ctl is None:
-        builder.add_node("tools", ToolNode(list(tools)))
+        builder.add_node("tools", ToolNode(list(tools), handle_tool_errors=_node_error_text))
         builder.add_edge("tools", "model")
     else:
         gate = RetryGateNode(ctl)

@@ -21,8 +21,9 @@ Per tool call:
      never retried;
    - ``transient`` (timeout, connection reset, 429 / rate limit / quota, 5xx): retried up to
      ``max_retries`` times with exponential backoff and jitter (tenacity), honouring
-     ``Retry-After``; a timeout (ambiguous: the effect may have happened) is retried only for
-     tools marked idempotent or read-only;
+     ``Retry-After``; an *ambiguous* failure (the effect may have happened: a timeout, a
+     connection reset, any 5xx but 503) is retried only for tools marked idempotent or
+     read-only;
    - ``permanent`` (401 / 403 / permission denied / not subscribed, 404): never retried.
 
 3. When retries are spent (or the error is permanent), the tool's policy applies:
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import email.utils
 import re
@@ -54,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field
@@ -118,8 +121,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Outcome, str, bool], ...] = (
      "transient", "connection", False),
     (re.compile(r"connection (reset|aborted|error)|broken pipe", re.I),
      "transient", "connection", True),
-    (re.compile(_HTTP + r"5\d\d\b|^5\d\d\b|service unavailable|bad gateway|"
-                r"internal server error|gateway timeout", re.I), "transient", "server", False),
+    (re.compile(_HTTP + r"503\b|^503\b|service unavailable", re.I), "transient", "server",
+     False),
+    (re.compile(_HTTP + r"5\d\d\b|^5\d\d\b|bad gateway|internal server error|"
+                r"gateway timeout", re.I), "transient", "server", True),
     (re.compile(_HTTP + r"40[13]\b|^40[13]\b|permission denied|unauthori[sz]ed|forbidden|"
                 r"not subscribed|access denied", re.I), "permanent", "permission", False),
     (re.compile(r"validation error|invalid (value|argument|literal)|must be|not a valid|"
@@ -128,26 +133,77 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Outcome, str, bool], ...] = (
 )
 
 
+SCAN_CHARS = 2_000
+"""Characters of an error text the patterns look at: its first and its last ``SCAN_CHARS``
+(a status, an exception name or a ``Retry-After`` sits at one end; a 10 MB message is
+classified in microseconds, not seconds)."""
+DETAIL_CHARS = 500
+"""Characters of the error text kept in :attr:`Classification.detail`."""
+
+
+def _scanned(text: str) -> str:
+    """The part of ``text`` the patterns search: all of it, or both ends of a long one."""
+    if len(text) <= 2 * SCAN_CHARS:
+        return text
+    return f"{text[:SCAN_CHARS]}\n{text[-SCAN_CHARS:]}"
+
+
+def _attr(obj: Any, name: str) -> Any:
+    """``getattr(obj, name, None)`` that never raises (a property of a tool's exception may)."""
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # a broken property of someone else's exception: treat as absent
+        return None
+
+
+def exception_text(exc: BaseException) -> str:
+    """``"TypeName: message"`` of an exception; never raises.
+
+    An exception whose ``__str__`` raises or returns a non-string is written by its
+    ``repr`` (``ToolNode``'s ``Error: BadStr()``), and as ``TypeName: <unprintable>`` when
+    that fails too.
+    """
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except Exception:  # __str__ raised or returned a non-string
+        pass
+    else:
+        return f"{name}: {message}"
+    try:
+        return repr(exc)
+    except Exception:  # __repr__ is broken as well
+        return f"{name}: <unprintable>"
+
+
 def _status_code(exc: BaseException) -> int | None:
-    for obj in (exc, getattr(exc, "response", None)):
+    for obj in (exc, _attr(exc, "response")):
         for attr in ("status_code", "status", "code", "http_status"):
-            value = getattr(obj, attr, None)
+            value = _attr(obj, attr)
             if isinstance(value, int) and 100 <= value <= 599:
                 return value
     return None
 
 
-def _retry_after(exc: BaseException | None, text: str) -> float | None:
+def _header_retry_after(exc: BaseException | None) -> Any:
+    """The ``Retry-After`` header of an exception or its ``response``, if any."""
     headers: Any = None
-    for obj in (exc, getattr(exc, "response", None)):
-        headers = getattr(obj, "headers", None)
+    for obj in (exc, _attr(exc, "response")):
+        headers = _attr(obj, "headers")
         if headers:
             break
-    raw: Any = None
-    if isinstance(headers, Mapping):
-        raw = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    if not isinstance(headers, Mapping):
+        return None
+    try:
+        return next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    except Exception:  # a broken headers object: no header
+        return None
+
+
+def _retry_after(exc: BaseException | None, text: str) -> float | None:
+    raw: Any = _header_retry_after(exc)
     if raw is None:
-        m = re.search(r"retry[- ]after[\"':= ]+(\d+(?:\.\d+)?)", text, re.I)
+        m = re.search(r"retry[- ]after[\"':= ]+(\d+(?:\.\d+)?)", _scanned(text), re.I)
         raw = m.group(1) if m else None
     if raw is None:
         return None
@@ -163,15 +219,21 @@ def _retry_after(exc: BaseException | None, text: str) -> float | None:
 
 
 def classify_text(text: str, *, exc: BaseException | None = None) -> Classification:
-    """Classify an error text (an exception message or an error payload)."""
+    """Classify an error text (an exception message or an error payload).
+
+    Only both ends of a long text are searched (:data:`SCAN_CHARS` characters each), so
+    the cost does not grow with the text.
+    """
+    scanned = _scanned(text)
     for pattern, outcome, category, ambiguous in _PATTERNS:
-        if pattern.search(text):
+        if pattern.search(scanned):
             return Classification(
                 outcome=outcome, category=category, ambiguous=ambiguous,
-                retry_after=_retry_after(exc, text) if category == "rate_limit" else None,
-                detail=text[:500],
+                retry_after=_retry_after(exc, scanned) if category == "rate_limit" else None,
+                detail=text[:DETAIL_CHARS],
             )
-    return Classification(outcome="internal", category="parameter_value", detail=text[:500])
+    return Classification(outcome="internal", category="parameter_value",
+                          detail=text[:DETAIL_CHARS])
 
 
 def _validation_error(exc: BaseException) -> PydanticValidationError | None:
@@ -185,13 +247,13 @@ def _validation_error(exc: BaseException) -> PydanticValidationError | None:
         seen.add(id(current))
         if isinstance(current, PydanticValidationError):
             return current
-        inner = getattr(current, "source", None)
+        inner = _attr(current, "source")
         current = inner if isinstance(inner, BaseException) else current.__cause__
     return None
 
 
 def classify_exception(exc: BaseException) -> Classification:
-    """Classify an exception raised by a tool.
+    """Classify an exception raised by a tool; never raises.
 
     By type (``TimeoutError`` -> transient/timeout, ambiguous; ``ConnectionRefusedError`` ->
     transient; other ``ConnectionError`` s -> transient, ambiguous; ``PermissionError`` ->
@@ -199,8 +261,27 @@ def classify_exception(exc: BaseException) -> Classification:
     internal/parameter_key; validation errors -> internal), then by an HTTP status on the
     exception or its ``response`` (429 and 5xx transient, 401/403/404 permanent), then by its
     message (:func:`classify_text`).
+
+    A 5xx other than 503 is *ambiguous*: the server may have committed the effect before
+    it failed (a charge answered ``502 Bad Gateway``), so, like a timeout, it is retried
+    only for idempotent tools.  503 Service Unavailable and 429 say the request was not
+    handled (RFC 9110 §15.6.4, RFC 6585 §4) and are retried for any tool.
+
+    An exception that cannot be printed (``__str__`` raises or returns a non-string, a
+    ``response`` or ``headers`` property raises) is classified by what can be read of it;
+    whatever goes wrong inside the classification gives an ``internal`` outcome (never
+    retried) rather than an error escaping the tool node.
     """
-    text = f"{type(exc).__name__}: {exc}"
+    try:
+        return _classify_exception(exc)
+    except Exception:  # the classifier never crashes the graph on a hostile exception
+        return Classification(outcome="internal", category="parameter_value",
+                              detail=exception_text(exc)[:DETAIL_CHARS])
+
+
+def _classify_exception(exc: BaseException) -> Classification:
+    text = exception_text(exc)
+    detail = text[:DETAIL_CHARS]
     validation = _validation_error(exc)
     if validation is not None:
         kinds = {str(e.get("type", "")) for e in validation.errors()}
@@ -208,31 +289,32 @@ def classify_exception(exc: BaseException) -> Classification:
                                   "unexpected_keyword_argument"})
         return Classification(outcome="internal",
                               category="parameter_key" if key_error else "parameter_value",
-                              detail=text[:500])
+                              detail=detail)
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)):
         return Classification(outcome="transient", category="timeout", ambiguous=True,
-                              detail=text[:500])
+                              detail=detail)
     if isinstance(exc, ConnectionRefusedError):  # nothing was sent: safe to retry
-        return Classification(outcome="transient", category="connection", detail=text[:500])
+        return Classification(outcome="transient", category="connection", detail=detail)
     if isinstance(exc, ConnectionError):  # reset/aborted after sending: the effect may exist
         return Classification(outcome="transient", category="connection", ambiguous=True,
-                              detail=text[:500])
+                              detail=detail)
     if isinstance(exc, PermissionError):
-        return Classification(outcome="permanent", category="permission", detail=text[:500])
+        return Classification(outcome="permanent", category="permission", detail=detail)
     status = _status_code(exc)
     if status is not None:
         if status == 429:
             return Classification(outcome="transient", category="rate_limit",
-                                  retry_after=_retry_after(exc, text), detail=text[:500])
+                                  retry_after=_retry_after(exc, text), detail=detail)
         if status == 408 or status == 504:
             return Classification(outcome="transient", category="timeout", ambiguous=True,
-                                  detail=text[:500])
-        if status >= 500:
-            return Classification(outcome="transient", category="server", detail=text[:500])
+                                  detail=detail)
+        if status >= 500:  # the effect may be committed, except for 503 (not handled)
+            return Classification(outcome="transient", category="server",
+                                  ambiguous=status != 503, detail=detail)
         if status in (401, 403):
-            return Classification(outcome="permanent", category="permission", detail=text[:500])
+            return Classification(outcome="permanent", category="permission", detail=detail)
         if status == 404:
-            return Classification(outcome="permanent", category="not_found", detail=text[:500])
+            return Classification(outcome="permanent", category="not_found", detail=detail)
     return classify_text(text, exc=exc)
 
 
@@ -374,9 +456,13 @@ class RetryController:
         max_tool_calls: Cap on tool calls per run, i.e. per user turn (``None``: no cap).
             Parallel calls of one step count in their order in the ``AIMessage``.
         max_consecutive_failures: Failed calls in a row before the run finishes.
-        timeout_s: Default seconds before a tool call counts as timed out (``None``: none).
-            A timed-out synchronous tool keeps running in its own daemon thread (Python
-            cannot stop it); its result is discarded.
+        timeout_s: Default seconds before a tool call counts as timed out (``None``: none);
+            the answer says ``tool call timed out after N s``, sync and async.  A
+            synchronous tool runs in its own daemon thread (in an async run, on its own
+            event loop there), so a timed-out one keeps running there (Python cannot stop
+            it; its result is discarded) and nothing waits for it: neither the next call,
+            nor ``asyncio.run`` shutting its executor down, nor the interpreter's exit.
+            An async tool is cancelled.
         state_key: State key of the thread's totals (see :meth:`tally`).
         sleep: Sleep function (injectable for tests); async code uses ``asyncio.sleep``
             unless ``asleep`` is given.
@@ -482,18 +568,19 @@ class RetryController:
         cap refused a call, or ``max_consecutive_failures`` calls failed in a row.
         ``step`` counts the answers to the latest ``AIMessage`` with tool calls only (add
         them to thread totals once per step; ``step_id`` names the step).
+
+        Answers are matched to calls by position (:func:`answers_by_step`), so a provider
+        that reuses call ids (``call_0`` every step) never has one step's answer counted
+        for another.
         """
         start = next((i + 1 for i in range(len(messages) - 1, -1, -1)
                       if isinstance(messages[i], HumanMessage)), 0)
-        answers = {m.tool_call_id: m for m in messages[start:] if isinstance(m, ToolMessage)}
         calls = 0
         failures = 0
         reason: str | None = None
         step: dict[str, int] = {}
         step_id: str | None = None
-        for m in messages[start:]:
-            if not isinstance(m, AIMessage) or not m.tool_calls:
-                continue
+        for m, answers in answers_by_step(messages[start:]):
             step, step_id = {}, m.id
             for tc in m.tool_calls:
                 answer = answers.get(str(tc.get("id")))
@@ -596,8 +683,10 @@ class RetryController:
         try:
             if timeout is None:
                 result = await handler(request)
+            elif _sync_only(_attr(request, "tool")):
+                result = await _arun_in_thread(handler, request, timeout)
             else:
-                result = await asyncio.wait_for(handler(request), timeout)
+                result = await _await_with_timeout(handler, request, timeout)
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a tool failure becomes an answer, never a crash
@@ -686,6 +775,30 @@ class RetryController:
         return update
 
 
+def answers_by_step(
+    messages: Sequence[BaseMessage],
+) -> list[tuple[AIMessage, dict[str, ToolMessage]]]:
+    """Each ``AIMessage`` with tool calls and the answers to its calls, by call id.
+
+    A call is answered by the first ``ToolMessage`` with its id after the ``AIMessage``
+    that made it and before an ``AIMessage`` that reuses the id (the rule of
+    :class:`toolguard.conversation.Conversation`): ids are never matched across steps.
+    """
+    steps: list[tuple[AIMessage, dict[str, ToolMessage]]] = []
+    open_calls: dict[str, dict[str, ToolMessage]] = {}
+    for m in messages:
+        if isinstance(m, AIMessage) and m.tool_calls:
+            answers: dict[str, ToolMessage] = {}
+            steps.append((m, answers))
+            for tc in m.tool_calls:
+                open_calls[str(tc.get("id"))] = answers
+        elif isinstance(m, ToolMessage):
+            slot = open_calls.pop(m.tool_call_id, None)
+            if slot is not None:
+                slot[m.tool_call_id] = m
+    return steps
+
+
 def _messages(state: Any) -> list[BaseMessage]:
     value = state.get("messages") if isinstance(state, Mapping) else getattr(
         state, "messages", None)
@@ -709,12 +822,16 @@ def _step_counts(record: RetryRecord) -> dict[str, int]:
 
 
 def _failure(exc: Exception) -> Classification:
-    """Classify a tool exception.
+    """Classify a tool exception (never raises, see :func:`classify_exception`).
 
     An interrupt resumed with an invalid value is re-raised, so it can be answered again
     (as ``ToolNode`` does).
     """
-    if is_invalid_resume(exc):
+    try:
+        invalid_resume = is_invalid_resume(exc)
+    except Exception:  # an exception whose attributes cannot be read is no resume error
+        invalid_resume = False
+    if invalid_resume:
         raise exc
     return classify_exception(exc)
 
@@ -754,10 +871,115 @@ def _run_with_timeout(handler: Handler, request: Any, timeout: float) -> Any:
 
     threading.Thread(target=target, name="toolguard-tool", daemon=True).start()
     if not done.wait(timeout):
-        raise TimeoutError(f"tool call timed out after {timeout:g} s")
+        raise TimeoutError(_timeout_text(timeout))
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def _timeout_text(timeout: float) -> str:
+    """The message of a call that ran past its timeout (sync and async say the same)."""
+    return f"tool call timed out after {timeout:g} s"
+
+
+async def _await_with_timeout(handler: AsyncHandler, request: Any, seconds: float) -> Any:
+    """``await handler(request)``; ``TimeoutError`` naming ``seconds`` when it runs past it.
+
+    A ``TimeoutError`` the tool raises itself is passed on as it is.
+    """
+    try:
+        async with asyncio.timeout(seconds) as scope:
+            return await handler(request)
+    except TimeoutError:
+        if scope.expired():
+            raise TimeoutError(_timeout_text(seconds)) from None
+        raise
+
+
+def _sync_only(tool: Any) -> bool:
+    """Whether ``tool`` is a LangChain tool without a coroutine (run in a thread when async).
+
+    ``StructuredTool`` / ``Tool`` without ``coroutine``, or a ``BaseTool`` subclass that does
+    not override ``_arun``.
+    """
+    if not isinstance(tool, BaseTool):
+        return False
+    if isinstance(tool, StructuredTool | Tool):
+        return tool.coroutine is None
+    return type(tool)._arun is BaseTool._arun
+
+
+class _DaemonThreadExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs each submitted function in its own daemon thread.
+
+    The default executor of the event loop :func:`_arun_in_thread` makes: a timed-out
+    synchronous tool keeps running in a daemon thread, which neither the caller's
+    ``asyncio.run`` (it shuts down *its* default executor, joining every worker) nor the
+    interpreter's exit waits for.  (A ``ThreadPoolExecutor`` by type, as
+    ``loop.set_default_executor`` requires; its pool is never used.)
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any,
+               **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the awaiting coroutine
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="toolguard-tool", daemon=True).start()
+        return future
+
+
+async def _arun_in_thread(handler: AsyncHandler, request: Any, seconds: float) -> Any:
+    """``await handler(request)`` for a synchronous tool, abandoned after ``seconds``.
+
+    The async tool node runs a synchronous tool in the running loop's default executor;
+    a hung tool would then keep that executor's worker busy and ``asyncio.run`` would wait
+    for it when it shuts the executor down (seconds after the run answered the timeout).
+    Here the handler runs on its own event loop in a daemon thread (the caller's context
+    variables copied, as :func:`_run_with_timeout` does), whose default executor makes
+    daemon threads; the caller awaits the outcome for at most ``seconds``.
+    """
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[Any] = loop.create_future()
+    ctx = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if outcome.done():
+            return
+        if error is not None:
+            outcome.set_exception(error)
+        else:
+            outcome.set_result(result)
+
+    def target() -> None:
+        inner = asyncio.new_event_loop()
+        inner.set_default_executor(_DaemonThreadExecutor())
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = inner.run_until_complete(handler(request))
+        except BaseException as exc:  # handed to the caller below
+            error = exc
+        finally:
+            inner.close()
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=lambda: ctx.run(target), name="toolguard-tool",
+                     daemon=True).start()
+    try:
+        async with asyncio.timeout(seconds) as scope:
+            return await outcome  # cancelled on timeout: a late outcome is dropped
+    except TimeoutError:
+        if scope.expired():
+            raise TimeoutError(_timeout_text(seconds)) from None
+        raise  # the tool's own TimeoutError
 
 
 def _env_reason(c: Classification, attempts: _Attempts, budget: int, idempotent: bool) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import ValidationError
 
 from toolguard.context import CheckContext, ProposedCall
 from toolguard.detectors.base import Detector, register_detector
 from toolguard.errors import ConfigurationError
-from toolguard.specs import ToolSpec
+from toolguard.specs import ToolSpec, schema_validator
 from toolguard.types import Evidence, Verdict
 
 _CODES = {
@@ -56,19 +56,12 @@ class FormatDetector(Detector):
             raise ConfigurationError("max_errors must be >= 1")
         self.allow_unknown_keys = allow_unknown_keys
         self.max_errors = max_errors
-        self._validators: dict[ToolSpec, Draft202012Validator | None] = {}
 
-    def _validator(self, spec: ToolSpec) -> Draft202012Validator | None:
-        if spec not in self._validators:
-            try:
-                Draft202012Validator.check_schema(spec.parameters)
-                validator: Draft202012Validator | None = Draft202012Validator(
-                    spec.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
-                )
-            except SchemaError:
-                validator = None  # a broken schema is the tool author's problem, not the model's
-            self._validators[spec] = validator
-        return self._validators[spec]
+    @staticmethod
+    def _validator(spec: ToolSpec) -> Draft202012Validator | None:
+        # compiled once per spec and shared by every guard (None: a broken schema is the
+        # tool author's problem, not the model's)
+        return schema_validator(spec)
 
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
         """Validate the call's arguments against its tool's schema."""
