@@ -1,0 +1,158 @@
+"""Relign run settings: one frozen record, three presets (``ci``, ``cpu``, ``paper``).
+
+The paper's settings (Xu et al., "Reducing Tool Hallucination via Reliability Alignment",
+ICML 2025, arXiv 2412.04141, §4.1): 10k ToolBench samples split 4 : 3 : 3, full fine-tuning,
+batch 32, learning rate 1e-5 (SFT) and 1e-6 (DPO), two epochs, max length 8192, ten samples
+per step for the preference pairs.  ``paper`` keeps those; ``cpu`` and ``ci`` shrink every
+count so the whole kit runs on two CPU cores (``cpu`` in under 90 minutes, ``ci`` within 6
+even beside another heavy job), with LoRA on the top layers and learning rates raised to
+match the few steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolguard_evals.relytoolbench.data import GROUPS, Group
+
+Size = Literal["ci", "cpu", "paper"]
+SIZES: tuple[Size, ...] = get_args(Size)
+TrainSource = Literal["simple_python", "multiple", "live_simple", "live_multiple"]
+TRAIN_SOURCES: tuple[TrainSource, ...] = get_args(TrainSource)
+"""BFCL v4 categories Relign may train on: single-call categories that no Relign eval scores.
+
+``parallel`` is left out (several gold calls per record, not a single step);
+``irrelevance`` / ``live_irrelevance`` are evaluated (:data:`EVAL_BFCL`) and the multi-turn
+categories are what ``toolguard demo`` runs on."""
+EvalBfcl = Literal["irrelevance", "live_irrelevance"]
+EVAL_BFCL: tuple[EvalBfcl, ...] = get_args(EvalBfcl)
+"""BFCL v4 categories the Relign eval scores (share of turns without a call)."""
+
+
+class RelignConfig(BaseModel):
+    """Every setting of a Relign run (keyword-only, validated at construction).
+
+    Attributes:
+        size: The preset this came from (``ci`` / ``cpu`` / ``paper``), for the report.
+        seed: Seed of every shuffle, split and sampler.
+        bfcl_sources: BFCL v4 categories synthesis reads (:data:`TRAIN_SOURCES` only).
+        toolbench_files: ToolBench-format files synthesis also reads (see
+            :mod:`toolguard_evals.relign.synth`).
+        sft_examples: Synthesized samples for SFT (split 4 : 3 : 3).
+        dpo_prompts: Further synthesized samples (disjoint from the SFT ones) whose prompts
+            are sampled for preference pairs.
+        ratios: ``(unchanged, tools replaced, parameters removed)`` shares; sum 1.
+        answer_share: Share of unchanged SFT samples that go on after the call: a tool
+            answer, then ``Finish(give_answer)`` (so the model learns to end an episode).
+        max_length: Tokens per training sequence at most; longer samples are dropped, not
+            cut (a cut would remove the target).
+        lora: LoRA adapters (``True``) or full fine-tuning (``False``).
+        lora_r / lora_alpha / lora_dropout: LoRA rank, scaling numerator, dropout.
+        lora_top_layers: Put adapters on the top N decoder layers only (``None``: all).
+            Gradients then stop below them, which is what makes CPU training affordable.
+        sft_epochs / sft_lr / sft_batch / grad_accum: SFT epochs, learning rate, per-device
+            batch (sequences) and gradient-accumulation steps (effective batch = product).
+        sft_max_steps: Stop SFT after this many optimizer steps (``None``: the epochs).
+        samples_per_prompt: ``K`` responses sampled per DPO prompt (paper: 10).
+        temperature: Sampling temperature for the pairs.
+        max_new_tokens: Tokens per sampled or evaluated response at most.
+        fill_gold: When no sampled response is ``correct``, use the synthesized target as
+            the chosen response (counted separately in the report); the paper uses sampled
+            responses only.
+        dpo_epochs / dpo_lr / dpo_batch / dpo_beta: DPO epochs, learning rate, per-device
+            batch (pairs), and the KL weight beta.
+        dpo_max_steps: Stop DPO after this many optimizer steps (``None``: the epochs).
+        eval_per_file: RelyToolBench records per file (groups x 3 subsets).
+        eval_groups: RelyToolBench groups evaluated.
+        eval_bfcl: BFCL records per evaluated category (:data:`EVAL_BFCL`).
+        eval_max_steps: Model turns per RelyToolBench episode.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    size: Size = "cpu"
+    seed: int = 0
+    bfcl_sources: tuple[TrainSource, ...] = TRAIN_SOURCES
+    toolbench_files: tuple[str, ...] = ()
+    sft_examples: int = Field(200, ge=3)
+    dpo_prompts: int = Field(24, ge=1)
+    ratios: tuple[float, float, float] = (0.4, 0.3, 0.3)
+    answer_share: float = Field(0.25, ge=0.0, le=1.0)
+    max_length: int = Field(1024, ge=64)
+    lora: bool = True
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    lora_top_layers: int | None = Field(None, ge=1)
+    sft_epochs: float = Field(1.0, gt=0)
+    sft_lr: float = Field(2e-4, gt=0)
+    sft_batch: int = Field(2, ge=1)
+    grad_accum: int = Field(4, ge=1)
+    sft_max_steps: int | None = Field(None, ge=1)
+    samples_per_prompt: int = Field(8, ge=2)
+    temperature: float = Field(0.7, gt=0)
+    max_new_tokens: int = Field(96, ge=8)
+    fill_gold: bool = True
+    dpo_epochs: float = Field(1.0, gt=0)
+    dpo_lr: float = Field(5e-5, gt=0)
+    dpo_batch: int = Field(1, ge=1)
+    dpo_beta: float = Field(0.1, gt=0)
+    dpo_max_steps: int | None = Field(None, ge=1)
+    eval_per_file: int = Field(4, ge=1)
+    eval_groups: tuple[Group, ...] = GROUPS
+    eval_bfcl: int = Field(20, ge=1)
+    eval_max_steps: int = Field(2, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> RelignConfig:
+        if any(r < 0 for r in self.ratios) or abs(sum(self.ratios) - 1.0) > 1e-6:
+            raise ValueError(f"ratios must be >= 0 and sum to 1, got {self.ratios}")
+        bad = [s for s in self.bfcl_sources if s not in TRAIN_SOURCES]
+        if bad:
+            raise ValueError(f"bfcl_sources {bad} are not trainable; allowed: {TRAIN_SOURCES} "
+                             f"({EVAL_BFCL} are evaluated)")
+        if not self.bfcl_sources and not self.toolbench_files:
+            raise ValueError("no training source: give bfcl_sources or toolbench_files")
+        return self
+
+    @property
+    def sft_batch_effective(self) -> int:
+        """Sequences per SFT optimizer step (``sft_batch * grad_accum``)."""
+        return self.sft_batch * self.grad_accum
+
+
+PRESETS: dict[Size, dict[str, Any]] = {
+    "ci": dict(sft_examples=6, dpo_prompts=1, max_length=1100, lora_top_layers=6,
+               sft_batch=2, grad_accum=1, sft_max_steps=1, samples_per_prompt=2,
+               max_new_tokens=64, dpo_max_steps=1, dpo_batch=1, eval_per_file=1,
+               eval_groups=("G2_category",), eval_bfcl=1, eval_max_steps=1,
+               answer_share=0.0, sft_lr=5e-4, dpo_lr=1e-4),
+    "cpu": dict(sft_examples=64, dpo_prompts=10, max_length=1100, lora_top_layers=6,
+                sft_batch=2, grad_accum=2, sft_epochs=1.0, samples_per_prompt=4,
+                max_new_tokens=64, dpo_batch=1, dpo_max_steps=8, eval_per_file=2,
+                eval_bfcl=6, eval_max_steps=1, answer_share=0.0, sft_lr=5e-4,
+                dpo_lr=5e-5),
+    "paper": dict(sft_examples=10_000, dpo_prompts=2_000, max_length=8192, lora=False,
+                  sft_batch=4, grad_accum=8, sft_epochs=2.0, sft_lr=1e-5,
+                  samples_per_prompt=10, max_new_tokens=512, fill_gold=False,
+                  dpo_epochs=2.0, dpo_lr=1e-6, dpo_batch=4, eval_per_file=10_000,
+                  eval_bfcl=10_000, eval_max_steps=6),
+}
+"""Overrides of each size over the field defaults (see the module docstring).
+
+``ci`` evaluates one RelyToolBench record per subset of ``G2_category``: their prompts are
+about 1,550 tokens, where ``G1_instruction``'s first Unmatched Tools record alone has 8,000
+(83 of the 110 seconds one model's eval took here beside another job)."""
+
+
+def preset(size: Size, **overrides: Any) -> RelignConfig:
+    """The config of ``size`` with ``overrides`` applied.
+
+    Raises:
+        ValueError: Unknown size, unknown field or a value out of range (pydantic).
+    """
+    if size not in PRESETS:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    return RelignConfig(size=size, **{**PRESETS[size], **overrides})

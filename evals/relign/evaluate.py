@@ -1,0 +1,243 @@
+"""The Relign eval: a model on sets it was not trained on, unguarded and guarded.
+
+- **RelyToolBench** slice (first ``per_file`` records of each file of the chosen groups,
+  Original / Missing Parameter / Unmatched Tools) in the native format, through
+  :func:`toolguard_evals.relytoolbench.run.generate` (the same agent as ``toolguard eval
+  relytoolbench --format native``) and scored by its evaluator with the rule-based parts
+  only (:class:`RuleJudges`): no judge model is asked.
+- **BFCL v4** ``irrelevance`` / ``live_irrelevance`` (first ``bfcl`` records each): one
+  turn in the same format (functions + ``Finish``); a turn has a call when it calls one of
+  the record's functions (guarded: when the guard lets such a call through).
+
+Metrics per subset (percent, micro-averaged over the slice's episodes):
+
+- ``tool_call_rate``: episodes with at least one tool call that reached the (simulated)
+  API (``Finish`` is not a tool call; calls the guard kept back do not count);
+- ``indecisive_rate`` = ``change_tools_rate`` + ``talk_to_user_rate``: episodes ending
+  with ChangeTools / TalkToUser (the model's ``Finish`` or the guard's verdict);
+- ``tool_hallucination_rate``: RelyToolBench's sample-level rate
+  (:mod:`toolguard_evals.relytoolbench.metrics`), rules only: unknown tool, duplicate,
+  JSON format, missing / unknown parameters, types; on Unmatched Tools every executed call
+  counts as a tool-relevance hallucination (the subset's tools are unrelated by
+  construction; the paper asks a judge).  Content hallucinations need a judge and are not
+  counted.  On BFCL: the share of turns with a call (every call is irrelevant there);
+- ``bcu``: Benefit-Cost Utility.  Unsolvable subsets: fully rule-based.  Original: an
+  answer's status needs a judge; without one it is ``Unsure`` (pass credit 0.5), so
+  Original's BCU is an upper estimate.  ``None`` on BFCL (not defined there).
+
+Pass rate is not reported: it needs a capable judge (StableToolBench's), and a 135M
+model's opinion is not one.  The API simulator is :class:`TemplateSimulator`
+(deterministic: the API's documented example response) so the three models see the same
+tool answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from toolguard import Guard
+from toolguard_evals.relign.chat_format import prompt_messages, tools_with_finish
+from toolguard_evals.relign.chat_model import HFChatModel
+from toolguard_evals.relign.synth import TOOL_RESPONSE_NOTE, bfcl_function
+from toolguard_evals.relytoolbench.agent import INDECISIVE_END, Episode, parse_arguments
+from toolguard_evals.relytoolbench.data import GROUPS, SUBSETS, Group, RtbCase, load_relytoolbench
+from toolguard_evals.relytoolbench.evaluator import Judges
+from toolguard_evals.relytoolbench.metrics import EpisodeScore, aggregate
+from toolguard_evals.relytoolbench.simulator import ApiSimulator
+from toolguard_evals.runner import GenerationCache
+
+METRICS = ("tool_call_rate", "indecisive_rate", "change_tools_rate", "talk_to_user_rate",
+           "tool_hallucination_rate", "bcu")
+BFCL_SUBSETS = {"irrelevance": "BFCL irrelevance", "live_irrelevance": "BFCL live_irrelevance"}
+
+
+class TemplateSimulator(ApiSimulator):
+    """A deterministic API: answers with the API's ``template_response`` (or ``"done"``).
+
+    Unknown tools and non-JSON arguments get StableToolBench's errors, as in
+    :class:`~toolguard_evals.relytoolbench.simulator.ApiSimulator`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.settings = {"kind": "relign-template-simulator"}
+
+    async def respond(self, case: RtbCase, name: str, args_text: str) -> str:
+        api = case.api(name)
+        if api is None:
+            return json.dumps({"error": f"No such function name: {name}", "response": ""})
+        if parse_arguments(args_text) is None:
+            return json.dumps({"error": "Tool input parse error...\n", "response": ""})
+        self.generated += 1
+        example = api.get("template_response")
+        return json.dumps({"error": "", "response": example or TOOL_RESPONSE_NOTE},
+                          ensure_ascii=False)
+
+
+class RuleJudges(Judges):
+    """The evaluator's judges without a model.
+
+    Tool relevance is ``Irrelevant`` (it is asked only on Unmatched Tools, whose tools are
+    unrelated by construction); every other judgment is ``Unsure`` and counted as a miss.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    async def label(self, prompt: str, **fields: Any) -> tuple[str, bool]:
+        if prompt == "check_tool_relevance":
+            return "Irrelevant", False
+        self.misses += 1
+        return "Unsure", True
+
+
+def rtb_metrics(episodes: Sequence[Episode], scores: Sequence[EpisodeScore]) -> dict[str, Any]:
+    """The module docstring's metrics of one subset's episodes."""
+    if not episodes:
+        return {k: None for k in METRICS} | {"n": 0}
+    agg = aggregate(scores)
+    ends = [INDECISIVE_END.get(e.end) for e in episodes]
+    return {
+        "n": len(episodes),
+        "tool_call_rate": 100.0 * fmean(float(bool(e.executed_calls)) for e in episodes),
+        "indecisive_rate": 100.0 * fmean(float(x is not None) for x in ends),
+        "change_tools_rate": 100.0 * fmean(float(x == "ChangeTools") for x in ends),
+        "talk_to_user_rate": 100.0 * fmean(float(x == "TalkToUser") for x in ends),
+        "tool_hallucination_rate": float(agg["tool_hallucination_rate"]),
+        "bcu": float(agg["utility"]),
+        "avg_tool_calls": float(agg["avg_tool_calls"]),
+        "ends": {e: sum(1 for x in episodes if x.end == e) for e in sorted({x.end
+                                                                           for x in episodes})},
+        "judge_misses": int(agg["judge_misses"]),
+    }
+
+
+async def eval_relytoolbench(chat: HFChatModel, *, per_file: int, groups: Sequence[Group],
+                             max_steps: int, data_dir: str | Path | None,
+                             cache: GenerationCache, settings: Mapping[str, Any],
+                             progress: bool) -> dict[str, dict[str, Any]]:
+    """``{"unguarded"|"guarded": {subset: metrics}}`` on the RelyToolBench slice."""
+    from toolguard_evals.relytoolbench.run import generate, score
+
+    cases = load_relytoolbench(data_dir, limit=per_file, groups=groups)
+    simulator = TemplateSimulator()
+    out: dict[str, dict[str, Any]] = {}
+    for variant in ("unguarded", "guarded"):
+        guarded = variant == "guarded"
+        run_settings = {**settings, "kind": "relign-rtb", "guarded": guarded,
+                        "max_steps": max_steps}
+        result = await generate(cases, chat, simulator, settings=run_settings,
+                                guarded=guarded, fmt="native", max_steps=max_steps,
+                                cache=cache, concurrency=1, progress=progress)
+        if result.failed:
+            first = next(iter(result.failed.items()))
+            raise RuntimeError(f"{len(result.failed)} RelyToolBench episodes failed; "
+                               f"first: {first}")
+        episodes = {cid: Episode.model_validate(o) for cid, o in result.outputs.items()}
+        scores = await score(cases, result.outputs, RuleJudges())
+        by_subset: dict[str, Any] = {}
+        for subset in SUBSETS:
+            ids = [c.id for c in cases if c.subset == subset]
+            by_subset[subset] = rtb_metrics([episodes[i] for i in ids],
+                                            [s for s in scores if s.subset == subset])
+        out[variant] = by_subset
+    return out
+
+
+def eval_bfcl(chat: HFChatModel, *, per_category: int) -> dict[str, dict[str, Any]]:
+    """``{"unguarded"|"guarded": {subset: metrics}}`` on BFCL irrelevance sets."""
+    from toolguard_evals.bfcl import load_category
+    from toolguard_evals.relign.chat_format import render
+    from toolguard_evals.relign.chat_model import to_ai_message
+
+    out: dict[str, dict[str, Any]] = {"unguarded": {}, "guarded": {}}
+    for cat, subset in BFCL_SUBSETS.items():
+        rows: dict[str, list[dict[str, bool]]] = {"unguarded": [], "guarded": []}
+        for record in load_category(cat, limit=per_category):  # type: ignore[arg-type]
+            users = [m for turn in record["question"] for m in turn if m.get("role") == "user"]
+            query = str(users[-1]["content"]) if users else ""
+            functions = [bfcl_function(d) for d in record["function"]]
+            messages = prompt_messages(query, functions)
+            text = chat.complete(render(chat.tokenizer, messages, tools_with_finish(functions),
+                                        add_generation_prompt=True))
+            reply = to_ai_message(text)
+            names = {f["name"] for f in functions}
+            calls = [c for c in reply.tool_calls if c["name"] != "Finish"]
+            calls_invalid = [c for c in reply.invalid_tool_calls if c.get("name") != "Finish"]
+            finish = next((c["args"] for c in reply.tool_calls if c["name"] == "Finish"), {})
+            rtype = str(finish.get("return_type", ""))
+            any_call = bool(calls or calls_invalid)
+            row = {"call": any_call,
+                   "change": not any_call and rtype == "give_up_and_change_tools",
+                   "talk": not any_call and rtype == "give_up_and_talk_to_user"}
+            rows["unguarded"].append(row)
+            allowed = False
+            if any_call and names:
+                verdicts = Guard(functions).check([
+                    SystemMessage(messages[0]["content"]), HumanMessage(query),
+                    AIMessage("", tool_calls=calls, invalid_tool_calls=calls_invalid)])
+                allowed = any(v.action == "allow" for v in verdicts)
+            rows["guarded"].append({**row, "call": allowed})
+        for variant, items in rows.items():
+            def rate(key: str, items: list[dict[str, bool]] = items) -> float:
+                return 100.0 * fmean(float(r[key]) for r in items) if items else 0.0
+
+            out[variant][subset] = {
+                "n": len(items), "tool_call_rate": rate("call"),
+                "no_call_rate": 100.0 - rate("call"),
+                "indecisive_rate": rate("change") + rate("talk"),
+                "change_tools_rate": rate("change"), "talk_to_user_rate": rate("talk"),
+                "tool_hallucination_rate": rate("call"), "bcu": None}
+    return out
+
+
+def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file: int,
+                   bfcl: int, max_steps: int, max_new_tokens: int,
+                   groups: Sequence[Group] = GROUPS, data_dir: str | Path | None = None,
+                   cache_path: str | Path | None = None, fingerprint: str = "",
+                   progress: bool = True) -> dict[str, Any]:
+    """Evaluate one model folder; ``{"unguarded": {subset: m}, "guarded": {...}, ...}``.
+
+    Args:
+        name: ``base`` / ``sft`` / ``dpo`` (report label, cache key).
+        model_path: The weights (folder or hub id).
+        tokenizer_path: The tokenizer with the tool-aware chat template.
+        per_file: RelyToolBench records per file.
+        bfcl: BFCL records per irrelevance category.
+        max_steps: Model turns per RelyToolBench episode.
+        max_new_tokens: Tokens per model turn at most.
+        groups: RelyToolBench groups.
+        data_dir: RelyToolBench folder (default ``../shared/data/relytoolbench``).
+        cache_path: Episode cache (JSONL); reruns reuse finished episodes.
+        fingerprint: Identifies the weights in cache keys (e.g. the stage's finish time).
+        progress: Progress bars.
+
+    Raises:
+        RuntimeError: Episodes failed (the model raised).
+        FileNotFoundError: A data file is missing.
+    """
+    from toolguard_evals.relign.models import load_model, load_tokenizer
+
+    started = time.perf_counter()
+    chat = HFChatModel(model=load_model(model_path), tokenizer=load_tokenizer(tokenizer_path),
+                       max_new_tokens=max_new_tokens, name_=name)
+    settings = {"model": name, "fingerprint": fingerprint, "max_new_tokens": max_new_tokens}
+    rtb = asyncio.run(eval_relytoolbench(chat, per_file=per_file, groups=groups,
+                                         max_steps=max_steps, data_dir=data_dir,
+                                         cache=GenerationCache(cache_path), settings=settings,
+                                         progress=progress))
+    irr = eval_bfcl(chat, per_category=bfcl)
+    return {
+        "unguarded": {**rtb["unguarded"], **irr["unguarded"]},
+        "guarded": {**rtb["guarded"], **irr["guarded"]},
+        "generated_turns": chat.generated, "memo_hits": chat.memo_hits,
+        "seconds": round(time.perf_counter() - started, 1),
+    }

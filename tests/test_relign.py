@@ -1,0 +1,313 @@
+"""Relign kit without training libraries: synthesis, overlap guards, pairs, parsing, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from toolguard_evals.relign.chat_format import (
+    CHANGE_TOOLS_ANSWER,
+    finish_message,
+    parse_completion,
+    prompt_messages,
+    tools_with_finish,
+)
+from toolguard_evals.relign.config import PRESETS, SIZES, RelignConfig, preset
+from toolguard_evals.relign.pairs import Sorted, build_pairs, classify
+from toolguard_evals.relign.synth import (
+    SourceSample,
+    SynthRecord,
+    bfcl_samples,
+    build_record,
+    check_no_overlap,
+    eval_queries,
+    normalize,
+    read_toolbench,
+    remove_values,
+    synthesize,
+)
+
+RTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "relytoolbench"
+needs_rtb = pytest.mark.skipif(not RTB.is_dir(), reason="../shared/data/relytoolbench missing")
+
+
+@pytest.fixture(scope="module")
+def samples() -> list[SourceSample]:
+    pytest.importorskip("bfcl_eval")
+    return bfcl_samples()
+
+
+def _target(record: SynthRecord) -> dict:
+    return record.messages[2]["tool_calls"][0]["function"]
+
+
+# ---------------------------------------------------------------------------- synthesis
+def test_synthesis_splits_4_3_3_with_the_right_targets(samples: list[SourceSample]) -> None:
+    records, report = synthesize(samples, sft_examples=40, dpo_prompts=10, seed=3,
+                                 answer_share=0.5)
+    assert report.counts == {"sft": {"original": 16, "change_tools": 12, "talk_to_user": 12},
+                             "dpo": {"original": 4, "change_tools": 3, "talk_to_user": 3}}
+    assert Counter(r.split for r in records) == {"sft": 40, "dpo": 10}
+    assert len({r.id.split("#")[0] for r in records}) == 50  # each source sample used once
+    by_id = {s.id: s for s in samples}
+    for r in records:
+        src = by_id[r.id.split("#")[0]]
+        target = _target(r)
+        names = [t["function"]["name"] for t in r.tools]
+        assert names[-1] == "Finish" and r.messages[0]["role"] == "system"
+        assert r.messages[1]["content"].endswith("Begin!\n")
+        if r.kind == "original":
+            assert target == {"name": src.call[0], "arguments": src.call[1]}
+            assert r.gold == {"name": src.call[0], "arguments": src.call[1]}
+            assert r.query == src.query
+            if len(r.messages) > 3:  # continuation: tool answer, then Finish(give_answer)
+                assert r.messages[3]["role"] == "tool"
+                assert _last_call(r)["arguments"]["return_type"] == "give_answer"
+        elif r.kind == "change_tools":
+            assert target["name"] == "Finish"
+            assert target["arguments"] == {"return_type": "give_up_and_change_tools",
+                                           "final_answer": CHANGE_TOOLS_ANSWER}
+            assert src.call[0] not in names  # the gold tool is gone
+            assert not {f["name"] for f in src.functions} & set(names)
+        else:
+            assert target["arguments"]["return_type"] == "give_up_and_talk_to_user"
+            assert r.missing
+            for name in r.missing:  # the question names what is missing ...
+                assert f"'{name}'" in target["arguments"]["final_answer"]
+                value = str(src.call[1][name])  # ... and its value left the request
+                assert normalize(value) not in normalize(r.query).split() or \
+                    len(normalize(value).split()) > 1
+            assert r.query != src.query
+    assert sum(len(r.messages) > 3 for r in records if r.split == "sft") > 0
+    assert all(len(r.messages) == 3 for r in records if r.split == "dpo")
+
+
+def _last_call(record: SynthRecord) -> dict:
+    return record.messages[-1]["tool_calls"][0]["function"]
+
+
+def test_synthesis_is_reproducible_and_respects_ratios(samples: list[SourceSample]) -> None:
+    a, _ = synthesize(samples, sft_examples=10, dpo_prompts=0, seed=1)
+    b, _ = synthesize(samples, sft_examples=10, dpo_prompts=0, seed=1)
+    assert [r.to_json() for r in a] == [r.to_json() for r in b]
+    assert Counter(r.kind for r in a) == {"original": 4, "change_tools": 3, "talk_to_user": 3}
+    _, rep = synthesize(samples, sft_examples=10, dpo_prompts=0, seed=1, ratios=(1, 0, 0))
+    assert rep.counts["sft"] == {"original": 10, "change_tools": 0, "talk_to_user": 0}
+    with pytest.raises(ValueError, match="sum to 1"):
+        synthesize(samples, sft_examples=10, dpo_prompts=0, ratios=(0.5, 0.5, 0.5))
+
+
+def test_length_filter_drops_long_records(samples: list[SourceSample]) -> None:
+    def length(messages: object, tools: list) -> int:
+        return len(json.dumps(tools))
+
+    records, report = synthesize(samples, sft_examples=10, dpo_prompts=0, length=length,
+                                 max_length=2000)
+    assert report.dropped_length > 0
+    assert all(len(json.dumps(r.tools)) <= 2000 for r in records)
+
+
+def test_remove_values_deletes_like_missing_parameter() -> None:
+    query, removed = remove_values(
+        "I'm a fan of the streamer 'gmhikaru' on Kick.com and want clips.",
+        {"username": "gmhikaru", "limit": 10})
+    assert query == "I'm a fan of the streamer on Kick.com and want clips."
+    assert removed == ["username"]
+    query, removed = remove_values("Area of a triangle with base 10 and height 5?",
+                                   {"base": 10, "height": 5})
+    assert query == "Area of a triangle with base and height?"
+    assert removed == ["base", "height"]
+    assert remove_values("base 100", {"base": 10}) == ("base 100", [])  # whole words only
+
+
+def test_build_record_talk_to_user_needs_a_value_in_the_request() -> None:
+    sample = SourceSample(id="x:1", source="x", query="Weather please",
+                          functions=({"name": "weather", "description": "",
+                                      "parameters": {"type": "object",
+                                                     "properties": {"city": {"type": "string"}},
+                                                     "required": ["city"]}},),
+                          call=("weather", {"city": "Paris"}))
+    assert build_record(sample, "talk_to_user", split="sft") is None
+    with pytest.raises(ValueError, match="replacement"):
+        build_record(sample, "change_tools", split="sft")
+
+
+# ---------------------------------------------------------------------------- no overlap
+def test_training_sources_exclude_evaluated_sets() -> None:
+    with pytest.raises(ValueError, match="simple_python"):
+        RelignConfig(bfcl_sources=("irrelevance",))  # type: ignore[arg-type]
+    pytest.importorskip("bfcl_eval")
+    with pytest.raises(ValueError, match="may not be trained on"):
+        bfcl_samples(["live_irrelevance"])
+
+
+@needs_rtb
+def test_no_overlap_between_training_records_and_evaluated_sets(
+        samples: list[SourceSample]) -> None:
+    evaluated = eval_queries(RTB)
+    from toolguard_evals.bfcl import load_category
+    from toolguard_evals.relytoolbench.data import load_relytoolbench
+
+    cases = load_relytoolbench(RTB)
+    assert len(cases) == 958
+    assert all(normalize(c.query) in evaluated for c in cases)
+    irr = load_category("irrelevance")
+    assert normalize(irr[0]["question"][0][0]["content"]) in evaluated
+    records, _ = synthesize(samples, sft_examples=300, dpo_prompts=30,
+                                 evaluated=evaluated)
+    assert not any(normalize(r.query) in evaluated for r in records)
+    assert {r.source for r in records} <= {"simple_python", "multiple", "live_simple",
+                                          "live_multiple"}
+    # a record whose request is an evaluated query is refused
+    case = cases[0]
+    leaked = SynthRecord(id="leak", kind="original", source="toolbench", query=case.query,
+                         messages=prompt_messages(case.query, []), tools=tools_with_finish([]))
+    with pytest.raises(ValueError, match="overlap an evaluated set"):
+        check_no_overlap([*records[:3], leaked], evaluated)
+    # and dropped before the split when it comes from a source
+    src = SourceSample(id="tb:1", source="tb", query=case.query,
+                       functions=samples[0].functions, call=samples[0].call)
+    _, rep = synthesize([src, *samples[:50]], sft_examples=10, dpo_prompts=0,
+                        evaluated=evaluated)
+    assert rep.dropped_overlap >= 1
+
+
+def test_read_toolbench_both_forms(tmp_path: Path) -> None:
+    fn = {"name": "get_price_for_shop", "description": "price of an item",
+          "parameters": {"type": "object", "properties": {"item": {"type": "string"}},
+                         "required": ["item"], "optional": []}}
+    conv = {"id": "q1", "conversations": [
+        {"from": "system", "value": "You are AutoGPT ...\nSpecifically, you have access to "
+                                    "the following APIs: " + json.dumps([fn])},
+        {"from": "user", "value": "\nHow much is the lamp?\nBegin!\n"},
+        {"from": "assistant", "value": "\nThought: look it up\nAction: get_price_for_shop\n"
+                                       "Action Input: {\"item\": \"lamp\"}"},
+        {"from": "function", "value": "{\"price\": 3}"}]}
+    plain = {"query": "Price of the chair?", "functions": [fn],
+             "call": {"name": "get_price_for_shop", "arguments": {"item": "chair"}}}
+    path = tmp_path / "toolbench.jsonl"
+    path.write_text(json.dumps(conv) + "\n" + json.dumps(plain) + "\n", encoding="utf-8")
+    out = read_toolbench(path)
+    assert [s.query for s in out] == ["How much is the lamp?", "Price of the chair?"]
+    assert out[0].call == ("get_price_for_shop", {"item": "lamp"})
+    assert out[0].functions[0]["name"] == "get_price_for_shop"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"hello": 1}]), encoding="utf-8")
+    with pytest.raises(ValueError, match="neither"):
+        read_toolbench(bad)
+
+
+# ---------------------------------------------------------------------------- pairs
+WEATHER = {"name": "get_weather", "description": "Current weather of a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]}}
+
+
+def _record(kind: str, query: str = "What is the weather in Paris?") -> SynthRecord:
+    messages = prompt_messages(query, [WEATHER])
+    gold = {"name": "get_weather", "arguments": {"city": "Paris"}} if kind == "original" \
+        else None
+    return SynthRecord(id=f"r#{kind}", kind=kind, source="test", query=query,  # type: ignore[arg-type]
+                       messages=messages, tools=tools_with_finish([WEATHER]), gold=gold,
+                       missing=["city"] if kind == "talk_to_user" else [])
+
+
+def _call(name: str, args: dict | str) -> str:
+    text = args if isinstance(args, str) else json.dumps(args)
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {text}}}\n</tool_call><|im_end|>'
+
+
+def _finish(rtype: str) -> str:
+    return _call("Finish", {"return_type": rtype, "final_answer": "x"})
+
+
+def test_classify_each_label() -> None:
+    orig, change, talk = _record("original"), _record("change_tools"), \
+        _record("talk_to_user", "What is the weather?")
+    assert classify(orig, _call("get_weather", {"city": "Paris"})).label == "correct"
+    assert classify(orig, _finish("give_up_and_talk_to_user")).label == "indecisive"
+    assert classify(orig, _call("get_weather", {"city": "Berlin"})).reason == "guard: content"
+    assert classify(orig, _call("get_weather", {})).reason == "guard: format"
+    assert classify(orig, _call("book_flight", {"to": "Paris"})).reason == "guard: type"
+    assert classify(orig, _call("get_weather", '{"city": ')).label == "hallucinated"
+    assert classify(orig, _finish("give_answer")).reason == "answer without a call"
+    assert classify(orig, "It is sunny in Paris.").reason == "format: no parsable call"
+    assert classify(orig, _finish("give_up_and_restart")).label == "other"
+    assert classify(change, _finish("give_up_and_change_tools")).label == "correct"
+    assert classify(change, _finish("give_up_and_talk_to_user")).label == "indecisive"
+    assert classify(change, _call("get_weather", {"city": "Paris"})).reason.startswith("type")
+    assert classify(talk, _finish("give_up_and_talk_to_user")).label == "correct"
+    assert classify(talk, _finish("give_up_and_change_tools")).label == "indecisive"
+    bad = classify(talk, _call("get_weather", {"city": "Paris"}))
+    assert bad.label == "hallucinated"
+
+
+def test_build_pairs_one_per_type() -> None:
+    rec = _record("original")
+    good = Sorted("c", "correct", "")
+    ind = Sorted("i", "indecisive", "")
+    hal = Sorted("h", "hallucinated", "")
+    hal2 = Sorted("h2", "hallucinated", "")
+    pairs = build_pairs(rec, "P", [hal, good, ind, hal2, Sorted("o", "other", "")])
+    assert [(p.type, p.chosen, p.rejected) for p in pairs] == [
+        ("correct>indecisive", "c", "i"), ("indecisive>hallucinated", "i", "h"),
+        ("correct>hallucinated", "c", "h")]
+    assert all(p.prompt == "P" and p.chosen_source == "sampled" for p in pairs)
+    assert build_pairs(rec, "P", [hal, hal2]) == []
+    only_bad = build_pairs(rec, "P", [ind, hal], gold_completion="G")
+    assert [(p.type, p.chosen, p.chosen_source) for p in only_bad] == [
+        ("correct>indecisive", "G", "gold"), ("indecisive>hallucinated", "i", "sampled"),
+        ("correct>hallucinated", "G", "gold")]
+    assert build_pairs(rec, "P", [good, ind], gold_completion="G")[0].chosen == "c"
+
+
+# ---------------------------------------------------------------------------- parsing
+def test_parse_completion_forms() -> None:
+    two = parse_completion('ok\n<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>'
+                           '\n<tool_call>\n{"name": "b", "arguments": "{\\"y\\": 2}"}'
+                           '\n</tool_call><|im_end|>junk')
+    assert two.content == "ok"
+    assert [(c.name, c.arguments) for c in two.calls] == [("a", {"x": 1}), ("b", {"y": 2})]
+    llama = parse_completion('{"name": "a", "parameters": {"x": 1}}')
+    assert [(c.name, c.arguments) for c in llama.calls] == [("a", {"x": 1})]
+    broken = parse_completion('<tool_call>\n{"name": "a", "arguments": {"x": ')
+    assert [(c.name, c.arguments) for c in broken.calls] == [("a", None)]
+    fin = parse_completion(_finish("give_up_and_change_tools"))
+    assert fin.return_type() == "give_up_and_change_tools" and not fin.tool_calls
+    assert parse_completion("just text").calls == ()
+    msg = finish_message("talk_to_user", "q")
+    assert msg["tool_calls"][0]["function"]["arguments"]["return_type"] == \
+        "give_up_and_talk_to_user"
+
+
+# ---------------------------------------------------------------------------- config / CLI
+def test_presets_validate() -> None:
+    for size in SIZES:
+        cfg = preset(size)
+        assert cfg.size == size
+    assert preset("paper").lora is False and preset("paper").sft_lr == 1e-5
+    assert preset("paper").dpo_lr == 1e-6 and preset("paper").sft_batch_effective == 32
+    assert preset("ci").sft_examples < preset("cpu").sft_examples
+    with pytest.raises(ValueError):
+        preset("huge")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        RelignConfig(ratios=(0.4, 0.3, 0.2))
+    with pytest.raises(ValueError):
+        RelignConfig(sft_examples=0)
+    assert set(PRESETS) == set(SIZES)
+
+
+def test_cli_registers_relign_without_heavy_imports() -> None:
+    code = ("import sys; from typer.testing import CliRunner; "
+            "from toolguard_evals.cli import app; "
+            "r = CliRunner().invoke(app, ['relign', '--help']); "
+            "assert r.exit_code == 0, r.output; assert 'sample' in r.output; "
+            "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft') if m in sys.modules]; "
+            "assert not heavy, heavy; import toolguard; "
+            "assert not [m for m in sys.modules if m.startswith('toolguard_evals.relign.sft')]")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
