@@ -26,7 +26,9 @@ Matching is by whole tokens only: ``mallory@evil.example`` is not grounded by
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import json
 import math
 import re
 import unicodedata
@@ -38,9 +40,13 @@ from toolguard.conversation import SourcedText
 __all__ = [
     "SOURCE_BITS",
     "GroundingIndex",
+    "GroundingView",
     "Match",
+    "dates_in",
     "fold",
     "numbers_in",
+    "standalone_numbers_in",
+    "times_in",
     "tokens_of",
 ]
 
@@ -52,6 +58,20 @@ TRUSTED = SOURCE_BITS["user"] | SOURCE_BITS["system"] | SOURCE_BITS["grounding"]
 GROUNDING_MASK = TRUSTED | SOURCE_BITS["tool"]
 """Sources that ground a value (everything but the assistant's own words)."""
 
+MAX_RECORDS = 200
+"""Records (JSON objects or lines) of one tool result indexed for provenance checks."""
+STEERING = re.compile(
+    r"ignore\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|other)|disregard|"
+    r"new\s+instructions?|system\s+prompt|instructions?\s+for\s+(?:the\s+)?(?:ai|assistant)|"
+    r"(?:ai|llm)\s+assistants?|\bassistant\s*[:,]|important[:!]|urgent[:!]|"
+    r"do\s+not\s+(?:tell|inform|mention|ask)|without\s+(?:asking|telling|confirmation)|"
+    r"you\s+(?:must|should)\s+(?:now\s+|also\s+|first\s+)?[a-z]+|\btodo\b.{0,20}assistant|"
+    r"(?:call|run|execute|invoke)\s+(?:the\s+)?[a-z_]+\(|"
+    r"\b(?:send|forward|transfer|wire|upload|post|run|execute|delete|remove|wipe|pay|move)\b"
+    r"[^.\n]{0,80}?(?:\S+@\S+\.\w+|https?://|`|(?:~|\s)/\w+/|\b[A-Z]{2}\d{2}[A-Z0-9]{8,})",
+    re.I)
+"""Text addressed to the agent inside data (AgentDojo-style prompt injection cues)."""
+
 MAX_RESULT_NUMBERS = 40
 """Tool-result numbers an arithmetic step may start from (the most recent ones)."""
 
@@ -62,12 +82,21 @@ RELATIVE_DATE = re.compile(
     r"\b(?:today|tonight|tomorrow|yesterday|weekend|" + _WEEKDAY + r"|"
     r"(?:this|next|last|past|coming|upcoming)\s+(?:hour|day|week|month|year|decade|century|"
     r"quarter|weekend|morning|afternoon|evening|night|" + _WEEKDAY + r")|"
-    r"(?:\d+|[a-z]+)\s+(?:hours?|days?|weeks?|months?|years?)\s+(?:ago|from now)|"
+    r"(?:\d+|[a-z]+)\s+(?:hours?|days?|weeks?|months?|years?)\s+(?:ago|from now|later|after|"
+    r"before|earlier)|"
     r"(?:daily|weekly|monthly|yearly|annually|quarterly|hourly)|"
     r"\d{1,2}\s*[ap]\.?m\.?)(?![a-z])",
     re.I,
 )
 """Phrases that name a date relative to now; a date value is then the model's to resolve."""
+ARITHMETIC_CUE = re.compile(
+    r"\b(?:total|sum|add(?:ed|ing)?|plus|minus|subtract\w*|difference|remain(?:ing|der)?|"
+    r"double|twice|triple|half|halve|split|divide[ds]?|times|multipl\w*|increase[ds]?|"
+    r"decrease[ds]?|reduce[ds]?|top\s+up|fill(?:ed|ing)?|convert\w*|average|mean|percent\w*|"
+    r"discount|tax|tip|interest|calculate|compute|combined|altogether|round(?:ed)?)\b|%|"
+    r"\d\s*[-+*/x]\s*\d", re.I)
+"""Words asking for arithmetic: a derived number (one arithmetic step over stated numbers)
+grounds a value only when the user side used one."""
 
 WORD_NUMBERS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -103,8 +132,12 @@ def _key(x: float) -> float:
     return round(x, 6)
 
 
-def numbers_in(text: str) -> set[float]:
-    """Numbers a text states (see the module docstring), rounded to 6 decimals."""
+def numbers_in(text: str, *, digit_runs: bool = True) -> set[float]:
+    """Numbers a text states (see the module docstring), rounded to 6 decimals.
+
+    With ``digit_runs``, every run of digits counts on its own too (``2023.4.15`` states
+    2023, 4 and 15).
+    """
     low = fold(text)
     out: set[float] = set()
     for m in _NUM.finditer(low):
@@ -115,7 +148,8 @@ def numbers_in(text: str) -> set[float]:
         if math.isfinite(x):
             out.update((_key(x), _key(abs(x))))
     # every digit run on its own too: "2023.4.15", "5,10 and 15", "[22,33]"
-    out.update(float(d) for d in re.findall(r"\d{1,15}", low))
+    if digit_runs:
+        out.update(float(d) for d in re.findall(r"\d{1,15}", low))
     for m in re.finditer(r"\b(\d+|[a-z]+)\s+(dozen|hundred|thousand|million)\b", low):
         head, unit = m.group(1), m.group(2)
         base = float(head) if head.isdigit() else WORD_NUMBERS.get(head)
@@ -126,13 +160,201 @@ def numbers_in(text: str) -> set[float]:
     for word in _TOKEN.findall(low):
         if word in WORD_NUMBERS:
             out.add(float(WORD_NUMBERS[word]))
-    for m in re.finditer(r"(\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|million|thousand|billion)", low):
+    scaled = r"(?<![\d.])(\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|million|thousand|billion)"
+    for m in re.finditer(scaled, low):
         base = float(m.group(1))
         unit = m.group(2)
         scale = {"%": 0.01, "percent": 0.01, "k": 1e3, "thousand": 1e3, "m": 1e6,
                  "million": 1e6, "billion": 1e9}[unit]
         out.add(_key(base * scale))
     return out
+
+
+_MONTH_NAMES: dict[str, int] = {w: int(n) for w, n in WORD_NUMBERS.items() if n >= 1 and w in (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec")}
+_MONTH_RE = "|".join(sorted(_MONTH_NAMES, key=len, reverse=True))
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
+_DMY_DATE = re.compile(r"(?<!\d)(\d{1,2})[-/.](\d{1,2})(?:[-/.](\d{2,4}))?(?![\d])")
+_WORD_DATE = re.compile(
+    r"\b(?:(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + _MONTH_RE + r")\b\.?"
+    r"|(" + _MONTH_RE + r")\b\.?\s*(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?\b)", re.I)
+_WORD_DATE_OF = re.compile(
+    r"\b(\d{1,2})(?:st|nd|rd|th)?\s+of\s+(?:this|next|last|the\s+coming)\s+(" + _MONTH_RE + r")\b",
+    re.I)
+_CLOCK = re.compile(r"(?<![\d:])(\d{1,2})(?::|\.|h)(\d{2})(?::\d{2})?\s*"
+                    r"(a\.?m\.?|p\.?m\.?)?(?![\d])",
+                    re.I)
+_HOUR_AMPM = re.compile(r"(?<![\d:])(\d{1,2})\s*(a\.?m\.?|p\.?m\.?|o'?clock)(?![a-z])", re.I)
+_VAGUE_TIME = re.compile(
+    r"\b(?:now|noon|midday|midnight|morning|afternoon|evening|tonight|night|lunch(?:time)?|"
+    r"breakfast|dinner|asap|soon|later|early|late|half\s+past|quarter\s+(?:past|to)|"
+    r"in\s+(?:an?|\d+|[a-z]+)\s+(?:hours?|minutes?|mins?)|same\s+time|usual\s+time)\b", re.I)
+_TODAY = re.compile(r"\btoday\s+is\b[^.\n]{0,40}?(\d{4})-(\d{1,2})-(\d{1,2})", re.I)
+_CODE_TOKEN = re.compile(r"(?<![\w$])(?!(?:I|OK|AM|PM|ID|USA|UK|EU|US|TV|PDF|FAQ)\b)[A-Z]{3,5}\b")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_STRUCTURED = re.compile(
+    r"(?<![\w.+-])[\w.+-]+@[^\s@]+|https?://\S+|www\.\S+"  # emails, urls
+    r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}"  # dates
+    r"|\d{1,2}:\d{2}(?::\d{2})?"  # clock times
+    # identifiers: a letter, then digits ("BK-98700", not "5kg")
+    r"|\b[a-z][\w-]{0,40}\d[\w-]{0,40}",
+    re.I)
+
+
+def _json_records(value: object, out: list[str], depth: int) -> None:
+    """Flatten JSON into records: the scalar values of each object, one record per object."""
+    if len(out) >= MAX_RECORDS or depth > 20:
+        return
+    if isinstance(value, dict):
+        scalars = [str(v) for v in value.values() if not isinstance(v, (dict, list))]
+        if scalars:
+            out.append(" ".join(scalars))
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                _json_records(v, out, depth + 1)
+    elif isinstance(value, list):
+        if value and all(not isinstance(v, (dict, list)) for v in value):
+            out.append(" ".join(str(v) for v in value))
+        else:
+            for v in value:
+                _json_records(v, out, depth + 1)
+    else:
+        out.append(str(value))
+
+
+def _valid_md(month: int, day: int) -> bool:
+    return 1 <= month <= 12 and 1 <= day <= 31
+
+
+def dates_in(text: str) -> set[tuple[int, int]]:
+    """``(month, day)`` pairs a text states: ISO, D/M/Y or M/D/Y (both orders), words.
+
+    ``"2026-04-09"``, ``"9/4/2026"``, ``"April 9th"``, ``"9 April"``, ``"the 3rd of June"``.
+    """
+    out: set[tuple[int, int]] = set()
+    for m in _ISO_DATE.finditer(text):
+        month, day = int(m.group(2)), int(m.group(3))
+        if _valid_md(month, day):
+            out.add((month, day))
+    for m in _DMY_DATE.finditer(text):
+        a, b = int(m.group(1)), int(m.group(2))
+        for month, day in ((a, b), (b, a)):
+            if _valid_md(month, day):
+                out.add((month, day))
+    for m in _WORD_DATE_OF.finditer(text):
+        day, month = int(m.group(1)), _MONTH_NAMES[m.group(2).lower()]
+        if _valid_md(month, day):
+            out.add((month, day))
+    for m in _WORD_DATE.finditer(text):
+        if m.group(1):
+            day, month = int(m.group(1)), _MONTH_NAMES[m.group(2).lower()]
+        else:
+            month, day = _MONTH_NAMES[m.group(3).lower()], int(m.group(4))
+        if _valid_md(month, day):
+            out.add((month, day))
+    return out
+
+
+_DAY_ONLY = re.compile(r"\b(?:the|on|by|from|until|till)\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I)
+_MONTH_ONLY = re.compile(r"\b(" + _MONTH_RE + r")\b", re.I)
+_SPAN = re.compile(r"\b(\d{1,2}|[a-z]+)\s+(nights?|days?|weeks?)\b", re.I)
+
+
+def partial_dates_in(text: str) -> set[tuple[int, int]]:
+    """Days and months stated apart.
+
+    ``(0, day)`` for "on the 9th", ``(month, 0)`` for a month name ("currently is sep 2023").
+    """
+    out: set[tuple[int, int]] = set()
+    for m in _DAY_ONLY.finditer(text):
+        if 1 <= int(m.group(1)) <= 31:
+            out.add((0, int(m.group(1))))
+    for m in _MONTH_ONLY.finditer(text):
+        word = m.group(1).lower()
+        if word != "may" or text[m.start():m.start() + 1] == "M":  # "may" the verb
+            out.add((_MONTH_NAMES[word], 0))
+    return out
+
+
+def spans_in(text: str) -> set[int]:
+    """Day counts a text states ("3 nights", "two weeks" -> 3, 14)."""
+    out: set[int] = set()
+    for m in _SPAN.finditer(text):
+        n = int(m.group(1)) if m.group(1).isdigit() else WORD_NUMBERS.get(m.group(1).lower())
+        if n is not None and 0 < n <= 60:
+            out.add(int(n) * (7 if m.group(2).lower().startswith("week") else 1))
+    return out
+
+
+def times_in(text: str) -> set[tuple[int, int]]:
+    """``(hour, minute)`` clock times a text states, on a 24-hour clock.
+
+    ``"15:10"``, ``"3:10 pm"``, ``"9.30"``, ``"5 pm"``, ``"7 o'clock"`` (a bare hour gives both
+    its morning and afternoon readings when no am/pm says which).
+    """
+    out: set[tuple[int, int]] = set()
+
+    def put(h: int, mi: int, ampm: str | None) -> None:
+        if not (0 <= h <= 24 and 0 <= mi <= 59):
+            return
+        suffix = (ampm or "").lower().replace(".", "")
+        if suffix.startswith("p") and h < 12:
+            out.add((h + 12, mi))
+        elif suffix.startswith("a") and h == 12:
+            out.add((0, mi))
+        else:
+            out.add((h % 24, mi))
+            if not suffix and h <= 12:
+                out.add(((h + 12) % 24, mi))
+    for m in _CLOCK.finditer(text):
+        put(int(m.group(1)), int(m.group(2)), m.group(3))
+    for m in _HOUR_AMPM.finditer(text):
+        put(int(m.group(1)), 0, m.group(2) if not m.group(2).lower().startswith("o") else None)
+    return out
+
+
+def standalone_numbers_in(text: str) -> set[float]:
+    """Numbers a text states on their own.
+
+    :func:`numbers_in` after dates, clock times, emails, URLs and identifiers mixing letters and
+    digits are removed (``7`` is not stated
+    by ``2026-07-14`` or ``BK-98700``).
+    """
+    return numbers_in(_STRUCTURED.sub(" ", text), digit_runs=False)
+
+
+def relative_candidates(phrase: str, today: dt.date) -> set[dt.date]:
+    """Dates a relative phrase may name, from ``today`` (generous: a week's slack)."""
+    p = phrase.lower()
+    days = [today + dt.timedelta(days=k) for k in range(-7, 15)]
+    wd = re.search(r"monday|tuesday|wednesday|thursday|friday|saturday|sunday", p)
+    if wd:
+        target = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                  "sunday").index(wd.group(0))
+        return {d for d in days if d.weekday() == target}
+    if "today" in p or "tonight" in p:
+        return {today}
+    if "tomorrow" in p:
+        return {today + dt.timedelta(days=1), today + dt.timedelta(days=2)}
+    if "yesterday" in p:
+        return {today - dt.timedelta(days=1)}
+    if re.search(r"later|after|before|earlier", p):
+        return {today + dt.timedelta(days=k) for k in range(-400, 401)}  # from another date
+    m = re.search(r"(\d+|[a-z]+)\s+(day|week|month|year)s?\s+(ago|from now)", p)
+    if m:
+        n = int(m.group(1)) if m.group(1).isdigit() else int(WORD_NUMBERS.get(m.group(1), 1))
+        span = {"day": 1, "week": 7, "month": 30, "year": 365}[m.group(2)] * n
+        center = today + dt.timedelta(days=-span if m.group(3) == "ago" else span)
+        return {center + dt.timedelta(days=k) for k in range(-3, 4)}
+    if "week" in p:
+        return {today + dt.timedelta(days=k) for k in range(-7, 15)}
+    if "month" in p or "quarter" in p:
+        return {today + dt.timedelta(days=k) for k in range(-31, 63)}
+    if "year" in p or "decade" in p or "century" in p:
+        return {today + dt.timedelta(days=k) for k in range(-366, 367)}
+    return set(days)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +405,21 @@ class GroundingIndex:
     rounded_numbers: dict[int, set[float]] = field(default_factory=dict)
     prefixes: dict[str, set[str]] = field(default_factory=dict)
     tool_of: dict[str, str] = field(default_factory=dict)
+    standalone: dict[float, int] = field(default_factory=dict)
+    dates: dict[tuple[int, int], int] = field(default_factory=dict)
+    spans: set[int] = field(default_factory=set)
+    times: dict[tuple[int, int], int] = field(default_factory=dict)
+    vague_times: int = 0
+    relative_phrases: list[str] = field(default_factory=list)
+    today: dt.date | None = None
+    arithmetic_cues: int = 0
+    cjk: dict[str, int] = field(default_factory=dict)
+    codes: int = 0
+    records: list[frozenset[str]] = field(default_factory=list)
+    record_tools: list[str | None] = field(default_factory=list)
+    record_result: list[int] = field(default_factory=list)
+    steering_records: set[int] = field(default_factory=set)
+    token_records: dict[str, list[int]] = field(default_factory=dict)
     texts_added: int = 0
 
     # ------------------------------------------------------------------ building
@@ -196,6 +433,8 @@ class GroundingIndex:
         tool = text.tool if text.source == "tool" else None
         for i, t in enumerate(toks):
             self._put(self.tokens, t, bit, tool)
+            if not t.isascii() and _CJK.search(t):
+                self.cjk[t] = self.cjk.get(t, 0) | bit
             if len(t) >= 4:
                 self.prefixes.setdefault(t[:2], set()).add(t)
             if i:
@@ -209,11 +448,65 @@ class GroundingIndex:
             if not x.is_integer():  # an integer rounds to itself at every place
                 for d in range(1, 5):
                     self.rounded_numbers.setdefault(d, set()).add(round(x, d))
+        for x in standalone_numbers_in(text.text) if nums else ():
+            self.standalone[x] = self.standalone.get(x, 0) | bit
         if text.source == "tool":
             self.result_numbers.extend(sorted(nums)[:MAX_RESULT_NUMBERS])
             del self.result_numbers[:-MAX_RESULT_NUMBERS]
-        if RELATIVE_DATE.search(text.text):
+        if nums:  # every date and clock time has a digit
+            for md in dates_in(text.text) | partial_dates_in(text.text):
+                self.dates[md] = self.dates.get(md, 0) | bit
+            if text.source != "tool":
+                self.spans |= spans_in(text.text)
+            for hm in times_in(text.text):
+                self.times[hm] = self.times.get(hm, 0) | bit
+        if _VAGUE_TIME.search(text.text):
+            self.vague_times |= bit
+        if self.today is None and text.source in ("system", "user"):
+            m = _TODAY.search(text.text)
+            if m and _valid_md(int(m.group(2)), int(m.group(3))):
+                self.today = dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        for m in RELATIVE_DATE.finditer(text.text):
             self.relative_dates |= bit
+            if len(self.relative_phrases) < 64 and not (
+                    text.source == "system" and _TODAY.search(text.text)):
+                self.relative_phrases.append(m.group(0))
+        if text.source == "tool":
+            self._add_records(text.text, tool)
+        if _CODE_TOKEN.search(text.text):
+            self.codes |= bit
+        if text.source != "tool" and ARITHMETIC_CUE.search(text.text):
+            self.arithmetic_cues |= bit
+
+    def _add_records(self, text: str, tool: str | None) -> None:
+        """Index a tool result's records (JSON objects, else lines) for provenance checks."""
+        try:
+            parsed = json.loads(text) if text[:1] in "[{" else None
+        except ValueError:
+            parsed = None
+        chunks: list[str] = []
+        if parsed is not None:
+            _json_records(parsed, chunks, 0)
+        else:
+            chunks = [ln for ln in text.splitlines() if ln.strip()][:MAX_RECORDS]
+        for chunk in chunks[:MAX_RECORDS]:
+            toks = frozenset(t for t in tokens_of(chunk) if len(t) >= 2)
+            i = len(self.records)
+            self.records.append(toks)
+            self.record_tools.append(tool)
+            self.record_result.append(self.texts_added)
+            if STEERING.search(chunk):
+                self.steering_records.add(i)
+            for t in toks:
+                self.token_records.setdefault(t, []).append(i)
+
+    def records_with(self, toks: Iterable[str]) -> list[int]:
+        """Indices of tool-result records that contain every token of ``toks``."""
+        sets = [self.token_records.get(t) for t in toks]
+        if not sets or any(s is None for s in sets):
+            return []
+        first, *rest = sorted((s for s in sets if s is not None), key=len)
+        return [i for i in first if all(i in r for r in rest)]
 
     def extend(self, texts: Iterable[SourcedText]) -> None:
         """:meth:`add` each text."""
@@ -286,6 +579,66 @@ class GroundingIndex:
                 return Match(SOURCE_BITS["tool"], None, "derived")
         return NOWHERE
 
+    def standalone_number(self, x: float) -> Match:
+        """A number stated on its own (not a digit run inside a date, time or identifier)."""
+        for cand in (_key(x), _key(abs(x)), _key(x * 100), _key(x / 100) if x else None):
+            if cand is not None and cand in self.standalone:
+                return Match(self.standalone[cand], None, "number")
+        return NOWHERE
+
+    def date(self, year: int | None, month: int, day: int) -> Match:
+        """A calendar date: its month and day stated together.
+
+        Or a relative phrase that resolves to it from the conversation's "today" (any date
+        when today is unknown).
+        """
+        mask = self.dates.get((month, day), 0) or (
+            self.dates.get((0, day), 0) & self.dates.get((month, 0), 0))
+        if mask:
+            return Match(mask, None, "exact")
+        if year is not None and self.spans:  # "3 nights from 1st June" -> 4 June
+            try:
+                target = dt.date(year, month, day)
+            except ValueError:
+                return NOWHERE
+            for span in self.spans:
+                start = target - dt.timedelta(days=span)
+                mask = self.dates.get((start.month, start.day), 0)
+                if mask:
+                    return Match(mask, None, "derived")
+        if not self.relative_phrases:
+            return NOWHERE
+        if self.today is None or year is None:
+            return Match(self.relative_dates, None, "relative_date")
+        try:
+            target = dt.date(year, month, day)
+        except ValueError:
+            return NOWHERE
+        for phrase in self.relative_phrases:
+            if target in relative_candidates(phrase, self.today):
+                return Match(self.relative_dates, None, "relative_date")
+        return NOWHERE
+
+    def time(self, hour: int, minute: int) -> Match:
+        """A clock time stated (24-hour ``(hour, minute)``).
+
+        Or a vague one ("this afternoon", "in two hours") the model had to resolve.
+        """
+        mask = self.times.get((hour, minute), 0)
+        if mask:
+            return Match(mask, None, "exact")
+        if self.vague_times:
+            return Match(self.vague_times, None, "relative_date")
+        return NOWHERE
+
+    def cjk_text(self, value: str) -> Match:
+        """A Chinese/Japanese/Korean value stated inside a stated run (no spaces to split on)."""
+        mask = 0
+        for run, m in self.cjk.items():
+            if value in run:
+                mask |= m
+        return Match(mask, None, "exact") if mask else NOWHERE
+
     def rounded(self, x: float, decimals: int) -> bool:
         """Whether a stated number rounds to ``x`` at ``decimals`` places."""
         r = round(x, decimals)
@@ -298,3 +651,86 @@ class GroundingIndex:
         Typo and abbreviation candidates: "chcicago" -> "chicago", "fran" -> "francisco".
         """
         return self.prefixes.get(t[:2], set()) if len(t) >= 2 else set()
+
+
+class GroundingView:
+    """Several indexes read as one (the conversation, outside grounding, the tool's docs).
+
+    Every lookup answers with the union of their matches.
+    """
+
+    def __init__(self, indexes: Iterable[GroundingIndex]) -> None:
+        self.indexes = [g for g in indexes if g is not None]
+        self.arithmetic_cues = 0
+        self.relative_dates = 0
+        self.codes = 0
+        for g in self.indexes:
+            self.arithmetic_cues |= g.arithmetic_cues
+            self.relative_dates |= g.relative_dates
+            self.codes |= g.codes
+
+    def _first(self, name: str, *args: object) -> Match:
+        for g in self.indexes:
+            m: Match = getattr(g, name)(*args)
+            if m.found:
+                return m
+        return NOWHERE
+
+    def token(self, t: str) -> Match:
+        """See :meth:`GroundingIndex.token`."""
+        return self._first("token", t)
+
+    def phrase(self, toks: list[str]) -> Match:
+        """See :meth:`GroundingIndex.phrase`."""
+        return self._first("phrase", toks)
+
+    def number(self, x: float) -> Match:
+        """See :meth:`GroundingIndex.number`."""
+        return self._first("number", x)
+
+    def standalone_number(self, x: float) -> Match:
+        """See :meth:`GroundingIndex.standalone_number`."""
+        return self._first("standalone_number", x)
+
+    def derived(self, x: float, decimals: int | None = None) -> Match:
+        """See :meth:`GroundingIndex.derived` (tool-result numbers of the conversation)."""
+        return self._first("derived", x, decimals)
+
+    def date(self, year: int | None, month: int, day: int) -> Match:
+        """See :meth:`GroundingIndex.date`."""
+        return self._first("date", year, month, day)
+
+    def time(self, hour: int, minute: int) -> Match:
+        """See :meth:`GroundingIndex.time`."""
+        return self._first("time", hour, minute)
+
+    def cjk_text(self, value: str) -> Match:
+        """See :meth:`GroundingIndex.cjk_text`."""
+        return self._first("cjk_text", value)
+
+    def rounded(self, x: float, decimals: int) -> bool:
+        """See :meth:`GroundingIndex.rounded`."""
+        return any(g.rounded(x, decimals) for g in self.indexes)
+
+    def candidates(self, t: str) -> set[str]:
+        """See :meth:`GroundingIndex.candidates`."""
+        out: set[str] = set()
+        for g in self.indexes:
+            out |= g.candidates(t)
+        return out
+
+    def tokens_starting(self, letter: str) -> set[str]:
+        """Stated tokens of 4+ letters starting with ``letter``."""
+        out: set[str] = set()
+        for g in self.indexes:
+            for key, toks in g.prefixes.items():
+                if key[:1] == letter:
+                    out |= toks
+        return out
+
+    def bigrams_starting(self, first: str) -> Iterable[tuple[str, str]]:
+        """Stated adjacent word pairs whose first word starts with ``first``."""
+        for g in self.indexes:
+            for (a, b), mask in g.bigrams.items():
+                if a.startswith(first) and mask & GROUNDING_MASK:
+                    yield a, b

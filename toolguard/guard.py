@@ -37,13 +37,13 @@ from toolguard.relevance import (
     LLMRelevanceJudge,
     RelevanceJudge,
 )
-from toolguard.specs import ToolSpec, to_specs
+from toolguard.specs import ToolSet, ToolSpec
 from toolguard.types import Evidence, Verdict
 
 logger = logging.getLogger("toolguard")
 
 RelevanceOption = Literal["lexical", "embedding", "llm", "off"]
-DEFAULT_DETECTORS: tuple[str, ...] = ("type", "format", "timing", "content")
+DEFAULT_DETECTORS: tuple[str, ...] = ("type", "format", "timing", "content", "provenance")
 """RelyToolBench's four types, in the order they run (cheap and decisive first)."""
 
 
@@ -87,7 +87,8 @@ class Guard:
         fail_open: bool = True,
         detector_options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        self.specs: dict[str, ToolSpec] = {s.name: s for s in to_specs(tools)}
+        self.toolset = ToolSet.coerce(tools)  # compiled once per tool set, shared
+        self.specs: dict[str, ToolSpec] = dict(self.toolset.by_name)
         self.fail_open = fail_open
         options = DetectorOptions(relevance=_relevance_judge(relevance, judge_model),
                                   judge_model=judge_model, content_llm_mode=content_llm_mode,

@@ -93,6 +93,33 @@ def _tool_terms(tool: ToolSpec) -> tuple[frozenset[str], frozenset[str]]:
     return name, content_stems(" ".join(parts)) | name
 
 
+_READ_VERBS = frozenset(content_stems("list find search lookup look query fetch read show view "
+                                      "resolv locat discover get check"))
+_GENERIC_STEMS = frozenset(content_stems(
+    "name id ids identifier date time day city number list search find get user users item "
+    "items result results detail details info information data current new given set "
+    "account"))
+
+
+@lru_cache(maxsize=4096)
+def _object_terms(tool: ToolSpec) -> frozenset[str]:
+    """What a lookup tool returns: its name's objects (verbs dropped) and description stems."""
+    name = _tool_terms(tool)[0]
+    return (name | content_stems(tool.description)) - _READ_VERBS - _GENERIC_STEMS
+
+
+def _lookup_feeds(helper: ToolSpec, target: ToolSpec) -> bool:
+    """Whether ``helper`` is a lookup step before ``target``.
+
+    A read lookup (``find_contact``, ``lookup_symbol``, ``list_devices``) whose objects are
+    what ``target`` consumes (its parameters).
+    """
+    name = _tool_terms(helper)[0]
+    if not name & _READ_VERBS or helper.effects == "write":
+        return False
+    return bool(_object_terms(helper) & (_input_terms(target) - _GENERIC_STEMS))
+
+
 class LexicalRelevanceJudge(RelevanceJudge):
     """Stemmed content-word overlap; conservative by design (false blocks are costly).
 
@@ -157,6 +184,7 @@ class LexicalRelevanceJudge(RelevanceJudge):
         feeds = [  # distinctive name words only: "country_info.*" siblings share a prefix
             n for n in better
             if (own_name - _tool_terms(by_name[n])[0]) & _input_terms(by_name[n])
+            or _lookup_feeds(tool, by_name[n])
         ]
         if feeds:  # get_zipcode(city) before estimate_distance(zipcode ...): a helper step
             return RelevanceResult(

@@ -16,6 +16,7 @@ from rapidfuzz import process
 
 from toolguard.context import CheckContext, ProposedCall
 from toolguard.detectors.base import Detector, DetectorOptions, register_detector
+from toolguard.errors import ConfigurationError
 from toolguard.relevance import RelevanceJudge, RelevanceResult
 from toolguard.types import Evidence, Verdict
 
@@ -24,24 +25,36 @@ from toolguard.types import Evidence, Verdict
 class TypeDetector(Detector):
     """Blocks fabricated tools and judges the relevance of existing ones.
 
-    Relevance is judged only on the first tool step of a conversation (no earlier tool call)
-    and only for the first user turn: later steps and turns chain helper tools
-    (``get_zipcode`` before ``estimate_distance``, ``lockDoors`` before driving) whose link
-    to the latest request a judge cannot see.
+    With ``scope="first_step"`` (default) relevance is judged only on the first tool step of
+    a conversation (no earlier tool call) and only for the first user turn: later steps and
+    turns chain helper tools (``get_zipcode`` before ``estimate_distance``, ``lockDoors``
+    before driving) whose link to the latest request a lexical judge often cannot see.
+    ``scope="every_step"`` judges every call against the conversation's goal (the latest
+    request with the turns it answers or corrects); measured on suite B it raises
+    irrelevant-tool recall from 0.26 to 0.44 but false blocks from 1.0 % to 2.5 %, so it is
+    opt-in (``Guard(detector_options={"type": {"scope": "every_step"}})``).
 
     Args:
         judge: The relevance judge, or ``None`` to check only for fabricated tools.
+        scope: ``"first_step"`` or ``"every_step"`` (see above).
+
+    Raises:
+        ConfigurationError: For another ``scope``.
     """
 
     kind: ClassVar = "type"
 
-    def __init__(self, *, judge: RelevanceJudge | None = None) -> None:
+    def __init__(self, *, judge: RelevanceJudge | None = None,
+                 scope: str = "first_step") -> None:
+        if scope not in ("first_step", "every_step"):
+            raise ConfigurationError(f"scope must be 'first_step' or 'every_step', got {scope!r}")
         self.judge = judge
+        self.scope = scope
 
     @classmethod
     def from_options(cls, options: DetectorOptions) -> TypeDetector:
-        """The detector with the guard's relevance judge."""
-        return cls(judge=options.relevance)
+        """The detector with the guard's relevance judge (``extra["type"]``: ``scope``)."""
+        return cls(judge=options.relevance, **dict(options.extra.get("type", {})))
 
     def check(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
         """Fabricated tool first, then relevance."""
@@ -61,10 +74,13 @@ class TypeDetector(Detector):
         result = await self.judge.ajudge(ctx.request, spec, list(ctx.specs.values()))
         return self._relevance_verdict(call, ctx, result)
 
-    @staticmethod
-    def _judged(call: ProposedCall, ctx: CheckContext) -> bool:
+    def _judged(self, call: ProposedCall, ctx: CheckContext) -> bool:
         """Whether relevance is judged for this call (see class docstring)."""
-        if not ctx.request or ctx.results_since_request > 0 or ctx.prior_calls:
+        if not ctx.request:
+            return False
+        if self.scope == "every_step":
+            return True
+        if ctx.results_since_request > 0 or ctx.prior_calls:
             return False
         return ctx.user_turns <= 1
 
