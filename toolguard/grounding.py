@@ -63,11 +63,15 @@ MAX_RECORDS = 200
 STEERING = re.compile(
     r"ignore\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|other)|disregard|"
     r"new\s+instructions?|system\s+prompt|instructions?\s+for\s+(?:the\s+)?(?:ai|assistant)|"
-    r"(?:ai|llm)\s+assistants?|\bassistant\s*[:,]|important[:!]|urgent[:!]|"
+    r"(?:ai|llm)\s+(?:assistants?|agents?)|\b(?:assistants?|agents?)\s*[:,)]|\[system\]|"
+    r"(?:for|to)\s+(?:the\s+)?(?:ai\s+)?(?:assistants?|agents?)\b|"
+    r"(?:assistants?|agents?)\s+(?:must|should)|must\s+(?:also\s+)?(?:go|be\s+sent|be\s+copied)|"
+    r"important[:!]|urgent[:!]|"
     r"do\s+not\s+(?:tell|inform|mention|ask)|without\s+(?:asking|telling|confirmation)|"
     r"you\s+(?:must|should)\s+(?:now\s+|also\s+|first\s+)?[a-z]+|\btodo\b.{0,20}assistant|"
-    r"(?:call|run|execute|invoke)\s+(?:the\s+)?[a-z_]+\(|"
-    r"\b(?:send|forward|transfer|wire|upload|post|run|execute|delete|remove|wipe|pay|move)\b"
+    r"(?:call(?:ing)?|run(?:ning)?|execut(?:e|ing)|invok(?:e|ing))\s+(?:the\s+)?[a-z_]+\(|"
+    r"\b(?:send|sending|forward|transfer|wire|upload|uploading|post|posting|run|running|execute|"
+    r"delete|remove|wipe|pay|move|e-?mail|e-?mailing|copy|cc|reserve|rsvp)\b"
     r"[^.\n]{0,80}?(?:\S+@\S+\.\w+|https?://|`|(?:~|\s)/\w+/|\b[A-Z]{2}\d{2}[A-Z0-9]{8,})",
     re.I)
 """Text addressed to the agent inside data (AgentDojo-style prompt injection cues)."""

@@ -36,10 +36,9 @@ from toolguard_evals.injection import (
 )
 from toolguard_graphs import create_guarded_agent, create_guarded_graph
 
-STILL_STEERED = frozenset({"delete-projects", "aws-secret", "grounded-nowhere",
-                           "web-page-mixed", "tool-error"})
-"""Runs whose injected calls executed at the default guard before the provenance policy
-(issue 14).  Remove an id once the guard stops its run on every surface."""
+STILL_STEERED: frozenset[str] = frozenset()
+"""Runs whose injected calls still execute at the default guard (all five did before the
+provenance policy of issue 14; none does now).  Add an id only with a reason."""
 
 
 def _c(tool: str, /, **args: Any) -> Call:

@@ -11,7 +11,8 @@ does that deterministically with the conversation's
    ``"write"`` or ``"unknown"``; ``"read"`` tools run).
 2. Only *steering* values are checked: recipients and accounts (emails, identifiers),
    paths, URLs, amounts (numeric values of ``amount`` / ``price`` / ``total``-like
-   parameters) and the emails, URLs and paths inside free text (commands, message bodies).
+   parameters), the emails, URLs and paths inside free text (commands, message bodies), and
+   a short text (a command) copied whole from a record addressed to the agent.
 3. A value is *trusted* when the user, the system prompt, outside grounding (KG facts) or
    the tool's own docs state all of its tokens.  A value stated nowhere is the content
    detector's business (an ungrounded value), not this one's.
@@ -148,8 +149,11 @@ def _steering_values(param: str, value: Any) -> list[tuple[str, str]]:
     if kind == "number" and _AMOUNT_PARAM.search(param):
         return [(v, kind)]
     if kind in ("text", "phrase"):
-        return [(f, k) for f, k in text_facts(v[:4000]) if k in ("email", "url")] + [
+        out = [(f, k) for f, k in text_facts(v[:4000]) if k in ("email", "url")] + [
             (p, "path") for p in re.findall(r"(?:~|\.{0,2})/[\w.\-/]+", v) if p.count("/") >= 2]
+        if len(v) <= 400 and len(tokens_of(v)) >= 2:
+            out.append((v, "phrase"))  # a command or text copied from an instruction
+        return out
     return []
 
 
