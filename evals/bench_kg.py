@@ -3,8 +3,17 @@
 The KG is FamilyTool's ``familykg-b.txt`` (when ``--data-dir`` has it) grown with
 synthetic families (a speaker, spouse, children, parents, each with preference triples)
 to ``triples`` triples; queries mix one- to three-hop possessive chains, pronouns and
-two references per request.  Prints p50 / p99 / mean in milliseconds (target: p50 <= 5 ms
-for 500 triples, issue 4).  A benchmark, not a test: numbers depend on the machine.
+two references per request.
+
+- :func:`main`: the resolver alone on an in-memory graph; p50 / p99 / mean in milliseconds
+  (target: p50 <= 5 ms for 500 triples, issue 4).
+- :func:`sweep_store`: the middleware's per-turn path (``KGResolveMiddleware.before_agent``:
+  the user's graph read from a LangGraph ``InMemoryStore``, the request resolved and
+  rewritten) for KGs of 500 / 5,000 / 50,000 triples; p50 / p99 per turn (target: <= 5 ms
+  at 50,000, issue 15), plus the first turn (cold) and a turn right after a write through
+  :class:`~toolguard.kg.KGStore`.
+
+A benchmark, not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -13,11 +22,18 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolguard.kg import DeterministicPathGenerator, KnowledgeGraph
-from toolguard_evals.runner import quantile
+from langchain_core.messages import HumanMessage
+from langgraph.runtime import Runtime
+from langgraph.store.memory import InMemoryStore
+from rich.table import Table
+
+from toolguard.kg import DeterministicPathGenerator, KGStore, KnowledgeGraph
+from toolguard.middleware.kg import KGResolveMiddleware
+from toolguard_evals.runner import print_table, quantile, write_json
 
 ATTRS = ("prefer_city", "prefer_dining_location", "prefer_hotel_location", "prefer_song",
          "prefer_travel_city", "prefer_dinnertime", "prefer_airline", "favourite_restaurant",
@@ -61,15 +77,100 @@ def build_kg(triples: int, data_dir: str | None = None, seed: int = 0) -> Knowle
     return kg
 
 
+def _texts(kg: KnowledgeGraph, n: int, seed: int) -> list[str]:
+    """``n`` requests by speakers of ``kg`` (people with a mother)."""
+    speakers = [e for e in kg.entities if kg.is_head(e) and kg.tails(e, "mother")]
+    rng = random.Random(seed)
+    return [f"<speak>Speaker: {rng.choice(speakers)}</speak> "
+            + rng.choice(QUERIES).format(k1=rng.choice(KIN), k2=rng.choice(KIN))
+            for _ in range(n)]
+
+
+STORE_SIZES = (500, 5000, 50000)
+
+
+def sweep_store(sizes: Sequence[int] = STORE_SIZES, *, turns: int = 200,
+                budget_s: float = 30.0, data_dir: str | None = None,
+                seed: int = 0) -> list[dict[str, Any]]:
+    """Time the middleware's per-turn KG path through an ``InMemoryStore`` per KG size.
+
+    Each size gets a fresh store holding the user's KG (``add_many`` through
+    :class:`~toolguard.kg.KGStore`) and a small KG of a second user, and a fresh
+    :class:`~toolguard.KGResolveMiddleware` reading the agent's store
+    (``runtime.store``).  A turn is one ``before_agent`` call on a new request.  The first
+    turn is timed apart (``cold_ms``: the graph is read for the first time); then up to
+    ``turns`` turns are timed, stopping early (after at least 3) once ``budget_s`` seconds
+    are spent; then one triple is added through ``KGStore`` and the next turn is timed
+    (``after_write_ms``).
+
+    Returns:
+        One row per size: ``{"size", "p50_ms", "p99_ms", "turns", "cold_ms",
+        "after_write_ms"}``.
+
+    Raises:
+        ValueError: ``turns`` < 1 or a size < 1.
+    """
+    if turns < 1 or any(s < 1 for s in sizes):
+        raise ValueError("turns and sizes must be >= 1")
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        kg = build_kg(size, data_dir, seed)
+        base = InMemoryStore()
+        kgs = KGStore(base)
+        kgs.add_many("u1", kg.triples())
+        kgs.add_many("u2", [("Zoe", "mother", "Ada"), ("Ada", "prefer_city", "city_1")])
+        middleware = KGResolveMiddleware(ask_user="end")
+        runtime: Runtime[Any] = Runtime(context={"user_id": "u1"}, store=base)
+        texts = _texts(kg, turns + 2, seed)
+
+        cold = _turn(middleware, runtime, texts[0])
+        times: list[float] = []
+        spent = time.perf_counter()
+        for text in texts[1:turns + 1]:
+            times.append(_turn(middleware, runtime, text))
+            if len(times) >= 3 and time.perf_counter() - spent > budget_s:
+                break
+        kgs.add("u1", "Sam1", "prefer_tea", "tea_sam1")
+        after_write = _turn(middleware, runtime, texts[-1])
+        rows.append({"size": len(kg), "p50_ms": quantile(times, 0.5),
+                     "p99_ms": quantile(times, 0.99), "turns": len(times), "cold_ms": cold,
+                     "after_write_ms": after_write})
+    return rows
+
+
+def _turn(middleware: KGResolveMiddleware, runtime: Runtime[Any], text: str) -> float:
+    """One ``before_agent`` on a new request, in milliseconds."""
+    state: Any = {"messages": [HumanMessage(text)]}
+    start = time.perf_counter()
+    middleware.before_agent(state, runtime)
+    return (time.perf_counter() - start) * 1000
+
+
+def store_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """:func:`sweep_store` rows as a table (milliseconds)."""
+    table = Table(title="KG per turn through a LangGraph store (KGResolveMiddleware, ms)")
+    for col in ("triples", "p50", "p99", "turns", "cold", "after write"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(str(r["size"]), f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}",
+                      str(r["turns"]), f"{r['cold_ms']:.1f}", f"{r['after_write_ms']:.1f}")
+    return table
+
+
+def main_store(json_path: str | None = None, *, turns: int = 200, budget_s: float = 30.0,
+               data_dir: str | None = None) -> list[dict[str, Any]]:
+    """Run :func:`sweep_store`, print its table, write ``{"kg_store": rows}`` if asked."""
+    rows = sweep_store(turns=turns, budget_s=budget_s, data_dir=data_dir)
+    print_table(store_table(rows))
+    write_json(json_path, {"kg_store": rows})
+    return rows
+
+
 def main(queries: int = 2000, triples: int = 500, data_dir: str | None = None,
          json_path: str | None = None, seed: int = 0) -> dict[str, Any]:
     kg = build_kg(triples, data_dir, seed)
-    speakers = [e for e in kg.entities if kg.is_head(e) and kg.tails(e, "mother")]
     gen = DeterministicPathGenerator(kg)
-    rng = random.Random(seed)
-    texts = [f"<speak>Speaker: {rng.choice(speakers)}</speak> "
-             + rng.choice(QUERIES).format(k1=rng.choice(KIN), k2=rng.choice(KIN))
-             for _ in range(queries)]
+    texts = _texts(kg, queries, seed)
     for t in texts[:50]:  # warm caches
         gen.resolve(t)
     times = []
@@ -86,7 +187,6 @@ def main(queries: int = 2000, triples: int = 500, data_dir: str | None = None,
         "mean_ms": statistics.fmean(times),
     }
     from rich.console import Console
-    from rich.table import Table
 
     table = Table(title=f"KG resolution, {len(kg)}-triple KG, {queries} queries")
     for col in ("p50 ms", "p99 ms", "mean ms", "resolved"):
@@ -102,4 +202,9 @@ def main(queries: int = 2000, triples: int = 500, data_dir: str | None = None,
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    import sys
+
+    if sys.argv[1:2] == ["store"]:
+        main_store(sys.argv[2] if len(sys.argv) > 2 else None)
+    else:
+        main()

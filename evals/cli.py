@@ -5,15 +5,22 @@
 - ``toolguard eval detectors --json PATH``: the labelled BFCL detector suite.
 - ``toolguard eval faults --json PATH``: the retry controller on BFCL gold replays with
   injected environment faults, next to LangChain's ``ToolRetryMiddleware``.
+- ``toolguard eval injection --json PATH``: prompt injection through tool output
+  (injected-and-executed state-changing calls) and false confirmations on benign flows.
 - ``toolguard eval abstain``: the ICT-style abstain task on RelyToolBench and BFCL v4 with the
   Structured Verification pre-check (deterministic or an LLM mode).
 - ``toolguard eval familytool``: FamilyTool's KG-extraction (and, with a model, tool-use)
   metrics for the KG resolver.
 - ``toolguard eval relytoolbench`` / ``toolguard eval critictool``: the papers' metrics,
   unguarded vs guarded, on the async runner (``evals/runner.py``).
+- ``toolguard relign run|synth|sft|sample|dpo|export|eval``: Relign (the seed paper's
+  reliability alignment): synthesize data, SFT then DPO with TRL, serve and evaluate.
 - ``toolguard serve``: ``vllm serve`` with tool calling for a model (and LoRA) on a GPU machine.
-- ``toolguard bench overhead|precheck|kg|throughput``: the guard's per-call overhead and the
-  guarded/plain ToolNode step ratio; pre-check and KG-resolution latency; runner throughput.
+- ``toolguard bench overhead|precheck|kg|tools|throughput``: the guard's per-call overhead,
+  the guarded/plain ToolNode step ratio and the GuardMiddleware/plain ``create_agent`` step
+  ratio; pre-check and KG-resolution latency (``kg --store``: per turn through a LangGraph
+  store at 500 / 5,000 / 50,000 triples); Guard/Precheck cost at 5 ... 2,000 tools;
+  runner throughput.
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ eval_app = typer.Typer(no_args_is_help=True, help="Reproducible evaluations.")
 bench_app = typer.Typer(no_args_is_help=True, help="Speed benchmarks (print numbers).")
 app.add_typer(eval_app, name="eval")
 app.add_typer(bench_app, name="bench")
+# the relign sub-app imports nothing heavy at module level (torch etc. inside its commands)
+from toolguard_evals.relign.cli import relign_app  # noqa: E402
+
+app.add_typer(relign_app, name="relign")
 
 
 @contextmanager
@@ -155,11 +166,18 @@ def eval_detectors(
         list[str] | None,
         typer.Option(help="Guard mode(s): deterministic, deterministic-norelevance."),
     ] = None,
+    suite_b: Annotated[
+        bool, typer.Option("--suite-b/--no-suite-b",
+                           help="Also run suite B (dialogues, ToolBench, CRITICTOOL docs).")
+    ] = True,
 ) -> None:
-    """Run Guard.check on a labelled suite built from BFCL v4 gold calls (DATA.md §2b)."""
+    """Run Guard.check on the labelled suites: BFCL v4 gold calls (DATA.md §2b) and suite B.
+
+    The JSON has both side by side under ``by_suite``.
+    """
     from toolguard_evals.detector_suite import main
 
-    kwargs: dict[str, object] = {"seed": seed}
+    kwargs: dict[str, object] = {"seed": seed, "suite_b": suite_b}
     if limit is not None:
         kwargs["limit_per_category"] = limit
     if mode:
@@ -177,6 +195,20 @@ def eval_faults(
     from toolguard_evals.faults import main
 
     main(str(json_path) if json_path else None, seed=seed, limit=limit)
+
+
+@eval_app.command("injection")
+def eval_injection(
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    benign_limit: Annotated[
+        int | None, typer.Option(help="Benign flows to run (default: all of the corpus's).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Dialogue corpus seed.")] = 0,
+) -> None:
+    """Prompt injection through tool output: injected-and-executed, false confirmations."""
+    from toolguard_evals.injection import main
+
+    main(str(json_path) if json_path else None, benign_limit=benign_limit, seed=seed)
 
 
 @eval_app.command("abstain")
@@ -297,12 +329,49 @@ def bench_kg(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the numbers here.")
     ] = None,
+    store: Annotated[
+        bool, typer.Option("--store", help="Per turn through a LangGraph store instead, at "
+                                           "500 / 5,000 / 50,000 triples (cold and warm).")
+    ] = False,
+    turns: Annotated[int, typer.Option(help="With --store: turns to time per size.")] = 200,
 ) -> None:
-    """Print the deterministic KG resolver's p50/p99 per query (ms) on an N-triple KG."""
+    """Print the deterministic KG resolver's p50/p99 per query (ms) on an N-triple KG.
+
+    With ``--store``: the KG middleware's per-turn cost, the user's graph read from a
+    LangGraph ``InMemoryStore``, at 500 / 5,000 / 50,000 triples.
+    """
+    if store:
+        if turns < 1:
+            raise typer.BadParameter("--turns must be >= 1")
+        from toolguard_evals.bench_kg import main_store
+
+        main_store(str(json_path) if json_path else None, turns=turns,
+                   data_dir=str(data_dir) if data_dir else None)
+        return
     from toolguard_evals.bench_kg import main
 
     main(queries=queries, triples=triples, data_dir=str(data_dir) if data_dir else None,
          json_path=str(json_path) if json_path else None)
+
+
+@bench_app.command("tools")
+def bench_tools(
+    reps: Annotated[int, typer.Option(help="Timed runs per measure.")] = 30,
+    forms: Annotated[
+        str, typer.Option(help="Tool forms, comma-separated: dict, tool (LangChain), spec.")
+    ] = "dict,tool",
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the numbers here.")
+    ] = None,
+) -> None:
+    """Print Guard/Precheck construction and first-step cost at 5 / 50 / 500 / 2,000 tools."""
+    chosen = [f.strip() for f in forms.split(",") if f.strip()]
+    if reps < 1 or not chosen or any(f not in ("dict", "tool", "spec") for f in chosen):
+        raise typer.BadParameter("--reps must be >= 1; --forms: dict, tool and/or spec")
+    from toolguard_evals.bench_tools import main
+
+    main(str(json_path) if json_path else None, reps=reps,
+         forms=chosen)  # type: ignore[arg-type]
 
 
 @eval_app.command("critictool")
@@ -445,7 +514,11 @@ def bench_overhead(
         Path | None, typer.Option("--json", help="Write the numbers here.")
     ] = None,
 ) -> None:
-    """Print the guard's p50/p99 per call (ms) and the guarded/plain ToolNode step ratio."""
+    """Print the guard's p50/p99 per call (ms) and the guarded/plain step ratios.
+
+    Two pairs, each timed interleaved: a ToolNode step with and without GuardNode, and a
+    create_agent step (model -> tool -> model) with and without GuardMiddleware.
+    """
     from toolguard_evals.bench_overhead import main
 
     main(calls=calls, steps=steps, json_path=str(json_path) if json_path else None)
