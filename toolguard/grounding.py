@@ -422,6 +422,7 @@ class GroundingIndex:
     records: list[frozenset[str]] = field(default_factory=list)
     record_tools: list[str | None] = field(default_factory=list)
     record_result: list[int] = field(default_factory=list)
+    result_records: dict[int, list[int]] = field(default_factory=dict)
     steering_records: set[int] = field(default_factory=set)
     token_records: dict[str, list[int]] = field(default_factory=dict)
     texts_added: int = 0
@@ -499,6 +500,7 @@ class GroundingIndex:
             self.records.append(toks)
             self.record_tools.append(tool)
             self.record_result.append(self.texts_added)
+            self.result_records.setdefault(self.texts_added, []).append(i)
             if STEERING.search(chunk):
                 self.steering_records.add(i)
             for t in toks:
@@ -506,11 +508,11 @@ class GroundingIndex:
 
     def records_with(self, toks: Iterable[str]) -> list[int]:
         """Indices of tool-result records that contain every token of ``toks``."""
-        sets = [self.token_records.get(t) for t in toks]
-        if not sets or any(s is None for s in sets):
+        lists = [self.token_records.get(t) for t in toks]
+        if not lists or any(r is None for r in lists):
             return []
-        first, *rest = sorted((s for s in sets if s is not None), key=len)
-        return [i for i in first if all(i in r for r in rest)]
+        first, *rest = sorted((r for r in lists if r is not None), key=len)
+        return sorted(set(first).intersection(*rest))
 
     def extend(self, texts: Iterable[SourcedText]) -> None:
         """:meth:`add` each text."""

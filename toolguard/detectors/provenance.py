@@ -121,11 +121,10 @@ class ProvenanceDetector(Detector):
             return _tool_name(g, records)
         if kind not in ENDORSED_KINDS:
             return None  # an id or amount a tool returned (an offer, a booking): its job
-        results = {g.record_result[i] for i in records}
-        for i, toks_i in enumerate(g.records):
-            if g.record_result[i] in results and any(
-                    len(t) >= 3 and t not in STOPWORDS
-                    and not t.isdigit() and g.tokens.get(t, 0) & _USER for t in toks_i):
+        for result in {g.record_result[i] for i in records}:
+            if any(len(t) >= 3 and t not in STOPWORDS and not t.isdigit()
+                   and g.tokens.get(t, 0) & _USER
+                   for i in g.result_records[result] for t in g.records[i]):
                 return None  # endorsed: the result is about something the user named
         return _tool_name(g, records)
 
