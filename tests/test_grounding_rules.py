@@ -233,3 +233,14 @@ def test_relevance_scope_is_validated_and_every_step_is_opt_in() -> None:
         _guard(*MAIL, detector_options={"type": {"scope": "sometimes"}})
     guard = _guard(*MAIL, detector_options={"type": {"scope": "every_step"}})
     assert guard.detectors[0].scope == "every_step"  # type: ignore[attr-defined]
+
+
+def test_token_share_sets_how_much_of_a_name_must_be_stated() -> None:
+    from toolguard.detectors import ContentDetector
+
+    tools = [_tool("book_hotel", guest_name="string")]
+    msgs = [HumanMessage("Book it for Henrietta, please."),
+            _call("book_hotel", guest_name="Henrietta Thistlewood")]
+    assert _verdict(_guard(*tools), msgs).action == "ask_user"
+    lenient = _guard(*tools, detectors=["type", "format", ContentDetector(token_share=0.5)])
+    assert _verdict(lenient, msgs).action == "allow"

@@ -63,10 +63,6 @@ _IDENT = re.compile(
     r"^(?=\S*[A-Za-z0-9])(?:(?=\S*\d)(?=\S*[A-Za-z])\S{3,}|\S*[A-Za-z0-9][._\-/:#@+][A-Za-z0-9]\S*)$")
 _SENTENCE = re.compile(r"(?<!\b[A-Z])[.!?;:]\s|\n|(?<!\b[A-Z])[.!?]$")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_INJECTION = re.compile(
-    r"ignore\s+(?:all\s+|any\s+)?(?:previous|prior|above|earlier)|disregard|new\s+instructions?|"
-    r"system\s+prompt|you\s+must\s+(?:now\s+)?(?:call|send|run|delete|transfer|forward)|"
-    r"\bassistant\s*:|important[:!]|do\s+not\s+(?:tell|inform|mention)", re.I)
 
 # numeric parameters that are settings or common knowledge (rule 3: "number of limits")
 _INFERABLE_NUMBER_PARAM = re.compile(
@@ -160,9 +156,11 @@ class ContentDetector(Detector):
     """Flags argument values that need user-given facts and appear nowhere in the conversation.
 
     Args:
-        fuzzy_threshold: ``rapidfuzz.fuzz.partial_ratio`` score (0-100) at which a string
-            value counts as found (typos, casing, punctuation).
-        token_share: Share of a value's tokens that must be found for a multi-word value.
+        fuzzy_threshold: ``rapidfuzz.fuzz.ratio`` score (0-100) at which a word of 5+
+            letters counts as a stated word of 5+ letters with the same first two letters
+            (typos: "chcicago" for "chicago").
+        token_share: Share of a name's distinctive words that must be stated (1.0: every
+            word; "Henrietta Thistlewood" is not grounded by "Henrietta").
         judge_model: Optional chat model for the paper's "Check Content Hallucination" prompt.
         llm_mode: ``"off"`` (default if no model), ``"confirm"`` (default with a model:
             the LLM decides only the calls the rules flag), ``"always"`` (the LLM decides
@@ -175,8 +173,8 @@ class ContentDetector(Detector):
     def __init__(
         self,
         *,
-        fuzzy_threshold: float = 90.0,
-        token_share: float = 0.6,
+        fuzzy_threshold: float = 85.0,
+        token_share: float = 1.0,
         judge_model: BaseChatModel | None = None,
         llm_mode: ContentLLMMode | None = None,
         max_value_chars: int = 120,
@@ -386,7 +384,10 @@ class ContentDetector(Detector):
 
     def _all_words(self, tokens: list[str], g: GroundingView) -> bool:
         words = [t for t in tokens if t not in STOPWORDS and t not in _FILLERS]
-        return all(self._token_found(t, g) for t in words)
+        if not words:
+            return True
+        found = sum(1 for t in words if self._token_found(t, g))
+        return found == len(words) or found / len(words) >= self.token_share
 
     def _text_unfounded(self, raw: str, g: GroundingView) -> bool:
         """Free text (a message body, a note): whether a fact it states is ungrounded.
@@ -407,20 +408,7 @@ class ContentDetector(Detector):
                 return True
         return False
 
-    def _phrase_found(self, tokens: list[str], g: GroundingView) -> bool:
-        if g.phrase(tokens).found:
-            return True
-        if len(tokens) > 1:
-            initials = "".join(t[0] for t in tokens)
-            if len(initials) >= 2 and g.token(initials).found:  # "LA" for "Los Angeles"
-                return True
-            hits = sum(1 for t in tokens if self._token_found(t, g))
-            return hits / len(tokens) >= self.token_share
-        t = tokens[0]
-        return not t.isdigit() and self._token_found(t, g)
-
-    @staticmethod
-    def _token_found(t: str, g: GroundingView) -> bool:
+    def _token_found(self, t: str, g: GroundingView) -> bool:
         if g.token(t).found or (len(t) >= 3 and (g.token(t + "s").found or g.token(
                 t + "es").found or (t.endswith("s") and g.token(t[:-1]).found))):
             return True  # "Big Mac" for "two Big Macs"
@@ -439,7 +427,7 @@ class ContentDetector(Detector):
             shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(c), len(t)))
             if shared >= 4 and shared >= 0.6 * min(len(c), len(t)):
                 return True
-            if len(t) >= 5 and len(c) >= 5 and fuzz.ratio(c, t) >= 85:
+            if len(t) >= 5 and len(c) >= 5 and fuzz.ratio(c, t) >= self.fuzzy_threshold:
                 return True
         return False
 
