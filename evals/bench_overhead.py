@@ -15,18 +15,44 @@ Each number comes from a named :class:`Measurement` in :data:`MEASUREMENTS`:
   the ratio of the p50s and their difference (the middleware's cost per tool call, ms).
 
 The two variants of a pair are timed alternately (plain first on even steps, guarded first
-on odd ones) after untimed warm-up steps, so drift and order effects cancel.  A new
-measurement (a sweep over history length, tool count or KG size) is one function
-``(BenchConfig) -> numbers`` plus one ``numbers -> table rows``, appended to
-:data:`MEASUREMENTS`; :func:`time_pair` and :func:`pair_summary` time and summarise pairs.
+on odd ones) after untimed warm-up steps, so drift and order effects cancel.
 
-Run: ``toolguard bench overhead [--json PATH]`` (or ``python -m toolguard_evals.bench_overhead``).
+With ``--sweeps`` (:data:`SWEEPS`, issue 15: does a guarded step cost the same deep in a
+conversation, with many tools, with a large KG?), three more keys:
+
+- ``history``: ``check``, per history length (10 / 100 / 1,000 / 10,000 messages; ten
+  lookup tools whose results are ~1 KB JSON): ``Guard.check`` on a call grounded in the
+  latest result, the first check apart (``cold_ms``), then warm p50 / p99 as the
+  conversation grows by a call and its result per check, and the memory peak of one check
+  (``tracemalloc``) — :func:`bench_history_check`.  ``agent_step``: one long
+  ``create_agent`` conversation held by a plain agent and a ``GuardMiddleware`` one in
+  lockstep (4 messages a turn), the steps around turns 10, 100 and 400 timed: p50 / p99
+  and the ratio guarded / plain (issue 15's target: <= 1.10 at turn 400; measured, not
+  asserted) — :func:`bench_history_agent`.
+- ``tools``: :func:`toolguard_evals.bench_tools.sweep_tools` (5 / 50 / 500 / 2,000 tools).
+- ``kg``: :func:`toolguard_evals.bench_kg.sweep_store` (500 / 5,000 / 50,000 triples
+  through a LangGraph store).
+
+and ``step_ratio`` gathers the guarded / plain ratios measured (:func:`step_ratios`).  The
+sweeps take a minute or two (the 10,000-message cold check and the 50,000-triple KG build
+dominate); the default run takes seconds.  A new measurement is one function
+``(BenchConfig) -> numbers`` plus one ``numbers -> table rows`` (and optionally detail
+tables), appended to :data:`MEASUREMENTS` or :data:`SWEEPS`; :func:`time_pair` and
+:func:`pair_summary` time and summarise pairs.
+
+Run: ``toolguard bench overhead [--sweeps] [--json PATH]`` (or
+``python -m toolguard_evals.bench_overhead [--sweeps]``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import random
+import re
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,17 +62,26 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+from pydantic import BaseModel, Field
 from rich.table import Table
 
 from toolguard import Guard, GuardMiddleware
 from toolguard.nodes import GuardNode
 from toolguard.testing import ScriptedChatModel
+from toolguard_evals import bench_kg, bench_tools
 from toolguard_evals.runner import print_table, quantile, write_json
 
 AGENT_EPISODE: Final = "multi_turn_base_56"
 """The BFCL episode of ``agent_step``: its first user turn and first gold call
 (``get_zipcode_based_on_city(city='San Francisco')``, read-only, grounded), with the 22
 ``VehicleControlAPI`` tools of that turn."""
+
+
+HISTORY_SIZES: Final = (10, 100, 1000, 10000)
+"""Messages in the history at the checks of the ``history`` sweep."""
+AGENT_TURNS: Final = (10, 100, 400)
+"""Turns of the long ``create_agent`` conversation around which the ``history`` sweep
+compares a guarded step with a plain one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +92,41 @@ class BenchConfig:
         calls: ``Guard.check`` calls timed, >= 1.
         steps: Timed steps per variant of each pair, >= 1.
         warmup: Untimed steps per variant before timing, >= 0.
+        history_sizes: ``history`` sweep: messages in the checked history, each >= 2.
+        history_checks: ``history`` sweep: warm checks timed per history size, >= 1.
+        memory_checks: ``history`` sweep: further checks per size whose memory peak is
+            traced (``tracemalloc``, untimed), >= 1.
+        agent_turns: ``history`` sweep: the turns of the long conversation around which
+            steps are compared, each >= 1.
+        agent_window: ``history`` sweep: consecutive turns timed around each of
+            ``agent_turns`` (from ``turn - window // 2``, never turn 1), >= 1.
+        tool_sizes: ``tools`` sweep: tool counts (:func:`bench_tools.sweep_tools`), >= 1.
+        tool_reps: ``tools`` sweep: timed runs per measure, >= 1.
+        kg_sizes: ``kg`` sweep: KG sizes in triples (:func:`bench_kg.sweep_store`), >= 1.
+        kg_turns: ``kg`` sweep: turns timed per KG size, >= 1.
     """
 
     calls: int = 2000
     steps: int = 300
     warmup: int = 20
+    history_sizes: tuple[int, ...] = HISTORY_SIZES
+    history_checks: int = 50
+    memory_checks: int = 5
+    agent_turns: tuple[int, ...] = AGENT_TURNS
+    agent_window: int = 20
+    tool_sizes: tuple[int, ...] = bench_tools.SIZES
+    tool_reps: int = 20
+    kg_sizes: tuple[int, ...] = bench_kg.STORE_SIZES
+    kg_turns: int = 100
 
     def __post_init__(self) -> None:
         if self.calls < 1 or self.steps < 1 or self.warmup < 0:
             raise ValueError("calls and steps must be >= 1, warmup >= 0")
+        if min((self.history_checks, self.memory_checks, self.agent_window, self.tool_reps,
+                self.kg_turns, *self.agent_turns, *self.tool_sizes, *self.kg_sizes)) < 1 or (
+                self.history_sizes and min(self.history_sizes) < 2):
+            raise ValueError("sweep sizes, turns and repetitions must be >= 1 "
+                             "(history sizes >= 2)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +137,17 @@ class Measurement:
         name: Key of its numbers in the report (and the JSON).
         title: What it measures, for the table.
         run: ``(config) -> numbers`` (JSON-able).
-        rows: ``numbers -> [(label, value text), ...]`` for the table.
+        rows: ``numbers -> [(label, value text), ...]`` for the summary table (none: the
+            measurement has no section there).
+        tables: ``numbers -> [Table, ...]`` printed after the summary table (a sweep's
+            detail), or ``None``.
     """
 
     name: str
     title: str
-    run: Callable[[BenchConfig], dict[str, Any]]
-    rows: Callable[[Mapping[str, Any]], list[tuple[str, str]]]
+    run: Callable[[BenchConfig], Any]
+    rows: Callable[[Any], list[tuple[str, str]]]
+    tables: Callable[[Any], list[Table]] | None = None
 
 
 # ---------------------------------------------------------------------------- pairs
@@ -327,6 +392,274 @@ def _agent_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
             *_pair_rows("plain create_agent step", "GuardMiddleware step")(s)]
 
 
+# ---------------------------------------------------------------------------- history sweep
+_CITIES: Final = ("Paris", "Oslo", "Lima", "Quito")
+_LOOKUP_TOOLS: Final = 10
+
+
+def records_json(record_id: str) -> str:
+    """The ~1 KB JSON a lookup tool returns for ``record_id`` (deterministic).
+
+    7 records ``{record_id}.0`` ... ``{record_id}.6``: a city, a number, a date and a note.
+    """
+    rng = random.Random(record_id)
+    return json.dumps({"query": record_id, "records": [
+        {"id": f"{record_id}.{k}", "city": rng.choice(_CITIES), "value": rng.randint(1, 99999),
+         "updated": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+         "note": "lorem ipsum dolor sit amet " * 2} for k in range(7)]})
+
+
+def lookup_docs() -> list[dict[str, Any]]:
+    """The ten read-only lookup tools of the ``history`` sweep, as JSON-schema docs."""
+    return [{"name": f"tool_{i}",
+             "description": f"Tool number {i} that looks up records of kind {i}.",
+             "parameters": {"type": "object", "required": ["record_id"], "properties": {
+                 "record_id": {"type": "string"}, "city": {"type": "string"}}}}
+            for i in range(_LOOKUP_TOOLS)]
+
+
+def _call(i: int, record_id: str, city: str | None, call_id: str) -> AIMessage:
+    args = {"record_id": record_id} if city is None else {"record_id": record_id, "city": city}
+    return AIMessage("", tool_calls=[{"name": f"tool_{i % _LOOKUP_TOOLS}", "args": args,
+                                      "id": call_id}], id=f"ai-{call_id}")
+
+
+def history(n: int) -> list[BaseMessage]:
+    """``n - 1`` messages: a request, then lookup calls each answered by ~1 KB JSON."""
+    msgs: list[BaseMessage] = [HumanMessage("Look up record R0-1 in Paris please.", id="h0")]
+    i = 0
+    while len(msgs) + 2 <= n - 1:
+        rid = f"R{i}-1"
+        msgs.append(_call(i, rid, None, f"c{i}"))
+        msgs.append(ToolMessage(records_json(rid), tool_call_id=f"c{i}", id=f"t{i}"))
+        i += 1
+    if len(msgs) < n - 1:
+        msgs.append(AIMessage("Here is what I found.", id="a-text"))
+    return msgs
+
+
+def bench_history_check(sizes: Sequence[int], checks: int,
+                        memory_checks: int) -> list[dict[str, Any]]:
+    """``Guard.check`` on a growing conversation with ~1 KB JSON tool results, per size.
+
+    Per size: a new ``Guard`` over :func:`lookup_docs`; :func:`history` of ``size - 1``
+    messages; then steps, each appending a lookup call whose ``record_id`` comes from the
+    latest result (the checked message: the history then holds ``size`` messages at the
+    first step), checking the whole history (no copy), and appending the call's result.
+    The first check is timed apart (``cold_ms``: the whole history read, tools compiled);
+    the next ``checks`` are timed (``p50_ms``, ``p99_ms``); ``memory_checks`` more are
+    traced with ``tracemalloc`` (untimed): the peak of memory allocated during one check
+    above what was allocated before it (``mem_peak_kb`` median, ``mem_peak_max_kb``).
+    ``allowed`` is the share of checked calls the guard allowed.
+    """
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        guard = Guard(lookup_docs())
+        msgs = history(size)
+        latest = next((m for m in reversed(msgs) if isinstance(m, ToolMessage)), None)
+        rid = json.loads(str(latest.content))["query"] if latest is not None else "R0-1"
+        messages_at_first = len(msgs) + 1
+        allowed = 0
+        times: list[float] = []
+        peaks: list[float] = []
+        cold = 0.0
+        total = 1 + checks + memory_checks
+        for k in range(total):
+            msgs.append(_call(k, f"{rid}.3", "Paris", f"q{k}"))
+            traced = k > checks
+            if traced:
+                tracemalloc.start()
+                tracemalloc.reset_peak()
+                base = tracemalloc.get_traced_memory()[0]
+            t0 = time.perf_counter()
+            verdicts = guard.check(msgs)
+            dt = (time.perf_counter() - t0) * 1000
+            if traced:
+                peaks.append((tracemalloc.get_traced_memory()[1] - base) / 1024)
+                tracemalloc.stop()
+            elif k == 0:
+                cold = dt
+            else:
+                times.append(dt)
+            allowed += all(v.action == "allow" for v in verdicts)
+            rid = f"Q{k}"
+            msgs.append(ToolMessage(records_json(rid), tool_call_id=f"q{k}", id=f"qt{k}"))
+        rows.append({"size": size, "messages": messages_at_first, "cold_ms": cold,
+                     "p50_ms": quantile(times, 0.5), "p99_ms": quantile(times, 0.99),
+                     "checks": len(times), "mem_peak_kb": statistics.median(peaks),
+                     "mem_peak_max_kb": max(peaks), "memory_checks": len(peaks),
+                     "allowed": allowed / total})
+    return rows
+
+
+class _LookupArgs(BaseModel):
+    record_id: str = Field(description="The record to look up.")
+    city: str | None = Field(default=None, description="Only records in this city.")
+
+
+def lookup_tools() -> list[BaseTool]:
+    """:func:`lookup_docs` as LangChain tools returning :func:`records_json`."""
+    def lookup(record_id: str, city: str | None = None) -> str:
+        return records_json(record_id)
+
+    return [StructuredTool.from_function(func=lookup, name=d["name"],
+                                         description=d["description"], args_schema=_LookupArgs)
+            for d in lookup_docs()]
+
+
+_RECORD = re.compile(r"\bR(\d+)-1\b")
+
+
+def _conversation_model(turns: int) -> ScriptedChatModel:
+    """A model for ``turns`` turns of the long conversation.
+
+    After a user message ``... R{t}-1 ...`` it calls ``tool_{t % 10}`` with that record and
+    the city of the first record of the previous turn's result (a value grounded in tool
+    output; ``Paris`` from the user on the first turn); after the result it answers.
+    """
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage("Done.")
+        match = _RECORD.search(str(messages[-1].content))
+        turn = int(match.group(1)) if match else 0
+        city = "Paris"
+        for m in reversed(messages):
+            if isinstance(m, ToolMessage):
+                city = json.loads(str(m.content))["records"][0]["city"]
+                break
+        return AIMessage("", tool_calls=[{"name": f"tool_{turn % _LOOKUP_TOOLS}",
+                                          "args": {"record_id": f"R{turn}-1", "city": city},
+                                          "id": f"call_{turn}", "type": "tool_call"}])
+
+    return ScriptedChatModel(script=[reply] * (2 * turns))
+
+
+def request(turn: int) -> str:
+    """The user's request at ``turn`` of the long conversation (1-based)."""
+    if turn == 1:
+        return "Look up record R1-1 in Paris, please."
+    return (f"Look up record R{turn}-1, please, in the city of the first record of the "
+            "last result.")
+
+
+def agent_windows(turns: Sequence[int], window: int) -> list[tuple[int, int, int]]:
+    """``(turn, first, last)`` timed turns around each of ``turns`` (never turn 1)."""
+    out = []
+    for turn in turns:
+        first = max(2, turn - window // 2)
+        out.append((turn, first, first + window - 1))
+    return out
+
+
+def bench_history_agent(turns: Sequence[int], window: int) -> list[dict[str, Any]]:
+    """A plain vs a ``GuardMiddleware`` ``create_agent`` step deep into a long conversation.
+
+    Both agents (no checkpointer; the caller passes the history back each turn, message ids
+    kept) hold the same conversation: each turn is a user request, a lookup call
+    (:func:`_conversation_model`) on :func:`lookup_tools`, its ~1 KB JSON result and a text
+    answer (4 messages).  They advance turn by turn in lockstep, plain first on even turns
+    and guarded first on odd ones; the turns of :func:`agent_windows` are timed.
+
+    Returns:
+        One row per turn of ``turns``: :func:`pair_summary`'s keys over its window and
+        ``turn``, ``first_turn``, ``last_turn``, ``messages`` (the history's length when
+        ``turn`` starts).
+
+    Raises:
+        AssertionError: On some turn the agents did not execute the same call with the same
+            result, or the guard did not let it through.
+    """
+    windows = agent_windows(turns, window)
+    last = max(w[2] for w in windows)
+    tools = lookup_tools()
+    agents_ = {"plain": create_agent(_conversation_model(last), tools),
+               "guarded": create_agent(_conversation_model(last), tools,
+                                       middleware=[GuardMiddleware()])}
+    hist: dict[str, list[BaseMessage]] = {"plain": [], "guarded": []}
+    times: dict[str, dict[int, float]] = {"plain": {}, "guarded": {}}
+    sizes: dict[int, int] = {}
+    for turn in range(1, last + 1):
+        sizes[turn] = len(hist["plain"])
+        order = ("plain", "guarded") if turn % 2 == 0 else ("guarded", "plain")
+        for name in order:
+            state: Any = {"messages": [*hist[name], HumanMessage(request(turn))]}
+            t0 = time.perf_counter()
+            out = agents_[name].invoke(state)
+            times[name][turn] = (time.perf_counter() - t0) * 1000
+            hist[name] = out["messages"]
+        results = {k: [m for m in v[sizes[turn]:] if isinstance(m, ToolMessage)]
+                   for k, v in hist.items()}
+        assert [m.content for m in results["plain"]] == [m.content for m in results["guarded"]]
+        assert len(results["guarded"]) == 1 and results["guarded"][0].status == "success", (
+            turn, results["guarded"])
+        assert hist["guarded"][-1].content == "Done."
+    rows: list[dict[str, Any]] = []
+    for turn, first, end in windows:
+        span = range(first, end + 1)
+        rows.append({"turn": turn, "first_turn": first, "last_turn": end,
+                     "messages": sizes[turn],
+                     **pair_summary([times["plain"][t] for t in span],
+                                    [times["guarded"][t] for t in span])})
+    return rows
+
+
+def bench_history(config: BenchConfig) -> dict[str, Any]:
+    """The ``history`` sweep: Guard.check by history length and create_agent steps by turn.
+
+    ``check``: :func:`bench_history_check`'s rows; ``agent_step``:
+    :func:`bench_history_agent`'s rows; ``tools`` and ``result_chars``: what they use.
+    """
+    return {"tools": _LOOKUP_TOOLS, "result_chars": len(records_json("R0-1")),
+            "check": bench_history_check(config.history_sizes, config.history_checks,
+                                         config.memory_checks),
+            "agent_step": bench_history_agent(config.agent_turns, config.agent_window)}
+
+
+def _history_rows(h: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return ([(f"Guard.check p50 / p99 at {r['messages']:,} messages (ms)",
+              f"{r['p50_ms']:.3f} / {r['p99_ms']:.3f}") for r in h["check"]]
+            + [(f"create_agent guarded / plain at turn {r['turn']} (p50 ratio)",
+                f"{r['ratio']:.2f}") for r in h["agent_step"]])
+
+
+def _history_tables(h: Mapping[str, Any]) -> list[Table]:
+    checks = Table(title=f"Guard.check by history length ({h['tools']} tools, "
+                         f"~{h['result_chars']} char JSON tool results)")
+    for col in ("messages", "cold ms", "warm p50 ms", "warm p99 ms", "mem peak KB (median / max)",
+                "allowed"):
+        checks.add_column(col, justify="right")
+    for r in h["check"]:
+        checks.add_row(f"{r['messages']:,}", f"{r['cold_ms']:.1f}", f"{r['p50_ms']:.3f}",
+                       f"{r['p99_ms']:.3f}",
+                       f"{r['mem_peak_kb']:.1f} / {r['mem_peak_max_kb']:.1f}",
+                       f"{100 * r['allowed']:.0f}%")
+    steps = Table(title="create_agent step deep in a conversation: plain vs + GuardMiddleware")
+    for col in ("turn (timed)", "messages", "plain p50 / p99 ms", "guarded p50 / p99 ms",
+                "ratio (p50)", "overhead ms"):
+        steps.add_column(col, justify="right")
+    for r in h["agent_step"]:
+        steps.add_row(f"{r['turn']} ({r['first_turn']}-{r['last_turn']})", f"{r['messages']:,}",
+                      f"{r['plain_p50_ms']:.2f} / {r['plain_p99_ms']:.2f}",
+                      f"{r['guarded_p50_ms']:.2f} / {r['guarded_p99_ms']:.2f}",
+                      f"{r['ratio']:.2f}", f"{r['overhead_ms']:.2f}")
+    return [checks, steps]
+
+
+# ---------------------------------------------------------------------------- tools, KG sweeps
+def bench_tools_sweep(config: BenchConfig) -> list[dict[str, Any]]:
+    """The ``tools`` sweep: :func:`bench_tools.sweep_tools` (``dict`` and ``tool`` forms)."""
+    return bench_tools.sweep_tools(config.tool_sizes, reps=config.tool_reps)
+
+
+def bench_kg_sweep(config: BenchConfig) -> list[dict[str, Any]]:
+    """The ``kg`` sweep: :func:`bench_kg.sweep_store` (per turn through a LangGraph store)."""
+    return bench_kg.sweep_store(config.kg_sizes, turns=config.kg_turns)
+
+
+def _no_rows(_: Any) -> list[tuple[str, str]]:
+    return []
+
+
 # ---------------------------------------------------------------------------- the run
 MEASUREMENTS: Final[list[Measurement]] = [
     Measurement("check", "Guard.check per call", lambda c: bench_check(c.calls), _check_rows),
@@ -336,43 +669,98 @@ MEASUREMENTS: Final[list[Measurement]] = [
     Measurement("agent_step", "agent step: create_agent vs + GuardMiddleware",
                 lambda c: bench_agent_step(c.steps, c.warmup), _agent_rows),
 ]
-"""The measurements of one run, in order; add a sweep by appending one."""
+"""The quick measurements of one run (``toolguard bench overhead``), in order."""
+
+SWEEPS: Final[list[Measurement]] = [
+    Measurement("history", "history length: Guard.check and create_agent step",
+                bench_history, _history_rows, _history_tables),
+    Measurement("tools", "tool count", bench_tools_sweep, _no_rows,
+                lambda rows: [bench_tools.table(rows)]),
+    Measurement("kg", "KG size through a store", bench_kg_sweep, _no_rows,
+                lambda rows: [bench_kg.store_table(rows)]),
+]
+"""The issue-15 sweeps (``--sweeps``), run after :data:`MEASUREMENTS`; add one by appending."""
+
+
+def step_ratios(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The guarded / plain p50 step ratios found in ``result``, in one place.
+
+    ``tool_node`` (``step``), ``agent`` (``agent_step``) and ``agent_by_turn`` (``{turn:
+    ratio}`` from the ``history`` sweep), each only when measured; ``{}`` when none is.
+    """
+    out: dict[str, Any] = {}
+    if isinstance(result.get("step"), Mapping):
+        out["tool_node"] = result["step"]["ratio"]
+    if isinstance(result.get("agent_step"), Mapping):
+        out["agent"] = result["agent_step"]["ratio"]
+    history_ = result.get("history")
+    if isinstance(history_, Mapping) and history_.get("agent_step"):
+        out["agent_by_turn"] = {str(r["turn"]): r["ratio"] for r in history_["agent_step"]}
+    return out
 
 
 def print_report(result: Mapping[str, Any],
                  measurements: Sequence[Measurement] = MEASUREMENTS) -> None:
-    """One table: each measurement's rows under its title."""
+    """One table, each measurement's rows under its title; then the sweeps' own tables."""
     table = Table(title="toolguard overhead (deterministic path)")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for m in measurements:
         if m.name not in result:
             continue
+        rows = m.rows(result[m.name])
+        if not rows:
+            continue
         table.add_section()
         table.add_row(f"[bold]{m.title}[/bold]", "")
-        for label, value in m.rows(result[m.name]):
+        for label, value in rows:
             table.add_row(label, value)
     print_table(table)
+    for m in measurements:
+        if m.name in result and m.tables is not None:
+            for detail in m.tables(result[m.name]):
+                print_table(detail)
 
 
 def main(*, calls: int = 2000, steps: int = 300, json_path: str | None = None,
-         measurements: Sequence[Measurement] = MEASUREMENTS) -> dict[str, Any]:
-    """Run every measurement, print a table, optionally write JSON.
+         sweeps: bool = False, config: BenchConfig | None = None,
+         measurements: Sequence[Measurement] | None = None) -> dict[str, Any]:
+    """Run the measurements, print a table, optionally write JSON.
+
+    Args:
+        calls: ``Guard.check`` calls timed by ``check``.
+        steps: Steps timed per variant by ``step`` and ``agent_step``.
+        json_path: Write the result here (``None``: nowhere).
+        sweeps: Also run :data:`SWEEPS` (``history``, ``tools``, ``kg``; minutes, not
+            seconds).
+        config: The sweeps' sizes (:class:`BenchConfig`; its ``calls`` and ``steps`` are
+            replaced by the arguments).
+        measurements: Run these instead of :data:`MEASUREMENTS` (+ :data:`SWEEPS`).
 
     Returns:
         ``{name: numbers}`` per measurement: ``check`` (``p50_ms``, ``p99_ms``, ``mean_ms``,
         ``n``, ``distinct_cases``), ``step`` and ``agent_step`` (:func:`pair_summary`'s keys;
-        ``agent_step`` also ``case``, ``tools``, ``call``).
+        ``agent_step`` also ``case``, ``tools``, ``call``); with ``sweeps``, ``history``
+        (``tools``, ``result_chars``, ``check``: :func:`bench_history_check`'s rows,
+        ``agent_step``: :func:`bench_history_agent`'s rows), ``tools``
+        (:func:`bench_tools.sweep_tools`'s rows) and ``kg`` (:func:`bench_kg.sweep_store`'s
+        rows).  Plus ``step_ratio`` (:func:`step_ratios`) when a step pair was measured.
 
     Raises:
-        ValueError: ``calls`` or ``steps`` < 1.
+        ValueError: ``calls`` or ``steps`` < 1, or a sweep size < 1.
     """
-    config = BenchConfig(calls=calls, steps=steps)
+    config = dataclasses.replace(config or BenchConfig(), calls=calls, steps=steps)
+    if measurements is None:
+        measurements = [*MEASUREMENTS, *SWEEPS] if sweeps else MEASUREMENTS
     result = {m.name: m.run(config) for m in measurements}
     print_report(result, measurements)
+    if ratios := step_ratios(result):
+        result["step_ratio"] = ratios
     write_json(json_path, result)
     return result
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sweeps="--sweeps" in sys.argv[1:])

@@ -27,6 +27,7 @@ from __future__ import annotations
 import keyword
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -151,7 +152,10 @@ def _model(spec: ToolSpec) -> type[BaseModel]:
         else:
             fields[field_name] = (kind | None, Field(default=None, description=desc,
                                                      alias=alias))
-    return create_model(f"{spec.name}_args", **fields)
+    with warnings.catch_warnings():  # BFCL names like "schema" shadow BaseModel attributes
+        warnings.filterwarnings("ignore", message="Field name .* shadows an attribute",
+                                category=UserWarning)
+        return create_model(f"{spec.name}_args", **fields)
 
 
 def _noop(**_: Any) -> str:

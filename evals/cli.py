@@ -18,9 +18,9 @@
 - ``toolguard serve``: ``vllm serve`` with tool calling for a model (and LoRA) on a GPU machine.
 - ``toolguard bench overhead|precheck|kg|tools|throughput``: the guard's per-call overhead,
   the guarded/plain ToolNode step ratio and the GuardMiddleware/plain ``create_agent`` step
-  ratio; pre-check and KG-resolution latency (``kg --store``: per turn through a LangGraph
-  store at 500 / 5,000 / 50,000 triples); Guard/Precheck cost at 5 ... 2,000 tools;
-  runner throughput.
+  ratio (``overhead --sweeps``: also by history length, tool count and KG size); pre-check
+  and KG-resolution latency (``kg --store``: per turn through a LangGraph store at 500 /
+  5,000 / 50,000 triples); Guard/Precheck cost at 5 ... 2,000 tools; runner throughput.
 """
 
 from __future__ import annotations
@@ -513,15 +513,35 @@ def bench_overhead(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the numbers here.")
     ] = None,
+    sweeps: Annotated[
+        bool, typer.Option("--sweeps/--no-sweeps",
+                           help="Also the scale sweeps (history, tools, kg; ~1-2 minutes).")
+    ] = False,
+    tool_reps: Annotated[
+        int, typer.Option(help="With --sweeps: timed runs per measure of the tools sweep.")
+    ] = 20,
+    kg_turns: Annotated[
+        int, typer.Option(help="With --sweeps: turns timed per KG size of the kg sweep.")
+    ] = 100,
 ) -> None:
     """Print the guard's p50/p99 per call (ms) and the guarded/plain step ratios.
 
     Two pairs, each timed interleaved: a ToolNode step with and without GuardNode, and a
     create_agent step (model -> tool -> model) with and without GuardMiddleware.
-    """
-    from toolguard_evals.bench_overhead import main
 
-    main(calls=calls, steps=steps, json_path=str(json_path) if json_path else None)
+    With --sweeps, also (JSON keys): history (Guard.check warm p50/p99, cold time and
+    tracemalloc memory peak per check at 10 / 100 / 1,000 / 10,000 messages with ~1 KB
+    JSON tool results; the guarded/plain create_agent step ratio around turns 10, 100 and
+    400 of one long conversation), tools (Guard/Precheck cost at 5 / 50 / 500 / 2,000
+    tools) and kg (per turn through a LangGraph store at 500 / 5,000 / 50,000 triples);
+    step_ratio gathers the ratios.  Without it the run takes seconds.
+    """
+    if calls < 1 or steps < 1 or tool_reps < 1 or kg_turns < 1:
+        raise typer.BadParameter("--calls, --steps, --tool-reps and --kg-turns must be >= 1")
+    from toolguard_evals.bench_overhead import BenchConfig, main
+
+    main(calls=calls, steps=steps, json_path=str(json_path) if json_path else None,
+         sweeps=sweeps, config=BenchConfig(tool_reps=tool_reps, kg_turns=kg_turns))
 
 
 @bench_app.command("precheck")

@@ -11,12 +11,17 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from toolguard_evals.bench_overhead import (
+    MEASUREMENTS,
+    SWEEPS,
     BenchConfig,
     Measurement,
     agent_case,
+    agent_windows,
     agents,
+    history,
     main,
     pair_summary,
+    records_json,
     time_pair,
 )
 
@@ -25,7 +30,9 @@ def test_one_run_times_every_measurement_and_writes_json(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench" / "overhead.json"
     result = main(calls=20, steps=4, json_path=str(out))
-    assert set(result) == {"check", "step", "agent_step"}
+    assert set(result) == {"check", "step", "agent_step", "step_ratio"}
+    assert result["step_ratio"] == {"tool_node": result["step"]["ratio"],
+                                    "agent": result["agent_step"]["ratio"]}
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert result["check"]["n"] == 20
     for pair in ("step", "agent_step"):
@@ -83,3 +90,60 @@ def test_pairs_alternate_and_measurements_are_pluggable() -> None:
     assert main(steps=7, measurements=[sweep]) == {"sweep": {"steps": 7}}
     with pytest.raises(ValueError, match="must be >= 1"):
         BenchConfig(steps=0)
+
+
+def test_the_sweeps_at_tiny_sizes_write_one_consistent_json(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--sweeps``: history, tools and kg next to the quick keys, in one JSON (shapes and
+    consistency only; no timing assertion)."""
+    out = tmp_path / "overhead.json"
+    config = BenchConfig(history_sizes=(6, 21), history_checks=3, memory_checks=2,
+                         agent_turns=(2, 6), agent_window=3, tool_sizes=(5, 12), tool_reps=2,
+                         kg_sizes=(60, 300), kg_turns=3)
+    result = main(calls=5, steps=2, json_path=str(out), sweeps=True, config=config)
+    assert list(result) == [m.name for m in [*MEASUREMENTS, *SWEEPS]] + ["step_ratio"]
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+
+    h = result["history"]
+    assert h["tools"] == 10 and 900 <= h["result_chars"] == len(records_json("R0-1")) <= 1200
+    assert [r["size"] for r in h["check"]] == [6, 21]
+    for r in h["check"]:
+        assert r["messages"] == r["size"] and r["checks"] == 3 and r["memory_checks"] == 2
+        assert r["p99_ms"] >= r["p50_ms"] > 0 and r["cold_ms"] > 0
+        assert r["mem_peak_max_kb"] >= r["mem_peak_kb"] > 0
+        assert r["allowed"] == 1.0  # the benchmark's calls are grounded: the allow path
+    assert [(r["turn"], r["first_turn"], r["last_turn"]) for r in h["agent_step"]] == [
+        (2, 2, 4), (6, 5, 7)] == agent_windows((2, 6), 3)
+    for r in h["agent_step"]:
+        assert r["steps"] == 3 and r["messages"] == 4 * (r["turn"] - 1)
+        assert r["ratio"] == pytest.approx(r["guarded_p50_ms"] / r["plain_p50_ms"])
+        assert r["guarded_p99_ms"] >= r["guarded_p50_ms"] > 0
+        assert r["plain_p99_ms"] >= r["plain_p50_ms"] > 0
+    assert result["step_ratio"]["agent_by_turn"] == {"2": h["agent_step"][0]["ratio"],
+                                                     "6": h["agent_step"][1]["ratio"]}
+
+    tools = result["tools"]
+    assert {(r["form"], r["size"]) for r in tools} == {
+        (f, s) for f in ("dict", "tool") for s in (5, 12)}
+    assert len(tools) == 2 * 2 * 4 and all(r["p99_ms"] >= r["p50_ms"] >= 0 for r in tools)
+
+    kg = result["kg"]
+    assert [r["size"] for r in kg] == [60, 300]
+    assert all(r["turns"] == 3 and r["p99_ms"] >= r["p50_ms"] > 0 for r in kg)
+
+    text = capsys.readouterr().out
+    assert "Guard.check by history length" in text and "tool-count sweep" in text
+    assert "KG per turn through a LangGraph store" in text
+
+
+def test_history_has_the_requested_length_and_sweep_sizes_are_checked() -> None:
+    for n in (2, 3, 10, 11, 100):
+        msgs = history(n)
+        assert len(msgs) == n - 1 and isinstance(msgs[0], HumanMessage)
+        assert len({m.id for m in msgs}) == len(msgs)
+    results = [m for m in history(10) if isinstance(m, ToolMessage)]
+    assert len(results) == 4 and all(json.loads(str(m.content))["records"] for m in results)
+    for bad in ({"history_sizes": (1,)}, {"agent_turns": (0,)}, {"kg_turns": 0},
+                {"tool_sizes": (0,)}, {"memory_checks": 0}):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            BenchConfig(**bad)
