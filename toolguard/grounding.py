@@ -76,10 +76,28 @@ STEERING = re.compile(
     re.I)
 """Text addressed to the agent inside data (AgentDojo-style prompt injection cues)."""
 
+
+def may_steer(text: str) -> bool:
+    """Cheap necessary condition for :data:`STEERING` (most tool output has none).
+
+    Every alternative of the pattern contains one of :data:`_STEER_PARTS` (as a substring)
+    or one of its action verbs as a whole word.
+    """
+    low = text.lower()
+    return any(p in low for p in _STEER_PARTS) or not _STEER_VERBS.isdisjoint(
+        _TOKEN.findall(low))
+
 MAX_RESULT_NUMBERS = 40
 """Tool-result numbers an arithmetic step may start from (the most recent ones)."""
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_STEER_PARTS = ("(", "ignore", "disregard", "instruction", "system", "assistant", "agent",
+                "must", "should", "important", "urgent", "tell", "inform", "mention", "ask",
+                "without")
+_STEER_VERBS = frozenset((
+    "send", "sending", "forward", "transfer", "wire", "upload", "uploading", "post",
+    "posting", "run", "running", "execute", "delete", "remove", "wipe", "pay", "move", "email",
+    "mail", "emailing", "mailing", "copy", "cc", "reserve", "rsvp"))
 _NUM = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 RELATIVE_DATE = re.compile(
@@ -117,6 +135,7 @@ WORD_NUMBERS = {
     "sept": 9, "oct": 10, "nov": 11, "dec": 12,
 }
 """Words that state a number (counts, fractions, ordinals, months)."""
+_WORD_NUMBER_SET = frozenset(WORD_NUMBERS)
 
 
 def fold(text: str) -> str:
@@ -392,9 +411,23 @@ class Match:
 NOWHERE = Match()
 
 
+FACETS = ("numbers", "dates", "times", "records")
+"""The parts of :class:`GroundingIndex` read lazily: a text is indexed for a facet the first
+time a lookup needs that facet (each text still once per facet, in order)."""
+
+_DIGIT = re.compile(r"\d")
+
+
 @dataclass
 class GroundingIndex:
     """The index (module docstring).  Add texts with :meth:`add`; look values up.
+
+    :meth:`add` indexes a text's tokens (and the cheap ``codes`` flag) at once; numbers,
+    dates and clock times, and tool-result records (:data:`FACETS`) are indexed the first
+    time a lookup needs them (:meth:`ensure`), so a check whose values are all words or
+    identifiers never pays for the date and number patterns of a long tool result.  The
+    attributes of a facet are complete after :meth:`ensure` of it; the lookup methods call
+    it themselves.
 
     Attributes:
         texts_added: Number of texts added so far (callers extend from here).
@@ -405,7 +438,7 @@ class GroundingIndex:
     joined: dict[str, int] = field(default_factory=dict)
     numbers: dict[float, int] = field(default_factory=dict)
     result_numbers: list[float] = field(default_factory=list)
-    relative_dates: int = 0
+    _relative_dates: int = 0
     rounded_numbers: dict[int, set[float]] = field(default_factory=dict)
     prefixes: dict[str, set[str]] = field(default_factory=dict)
     tool_of: dict[str, str] = field(default_factory=dict)
@@ -416,7 +449,7 @@ class GroundingIndex:
     vague_times: int = 0
     relative_phrases: list[str] = field(default_factory=list)
     today: dt.date | None = None
-    arithmetic_cues: int = 0
+    _arithmetic_cues: int = 0
     cjk: dict[str, int] = field(default_factory=dict)
     codes: int = 0
     records: list[frozenset[str]] = field(default_factory=list)
@@ -426,6 +459,9 @@ class GroundingIndex:
     steering_records: set[int] = field(default_factory=set)
     token_records: dict[str, list[int]] = field(default_factory=dict)
     texts_added: int = 0
+    # texts waiting for the lazy facets: (ordinal, text, bit, states a number)
+    _pending: list[tuple[int, SourcedText, int, bool]] = field(default_factory=list)
+    _done: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FACETS, 0))
 
     # ------------------------------------------------------------------ building
     def add(self, text: SourcedText) -> None:
@@ -436,58 +472,108 @@ class GroundingIndex:
             return
         toks = tokens_of(text.text)
         tool = text.tool if text.source == "tool" else None
-        for i, t in enumerate(toks):
-            self._put(self.tokens, t, bit, tool)
-            if not t.isascii() and _CJK.search(t):
-                self.cjk[t] = self.cjk.get(t, 0) | bit
+        self._add_tokens(toks, bit, tool)
+        if _CODE_TOKEN.search(text.text):
+            self.codes |= bit
+        # numbers_in states a number exactly when the text has a digit or a number word
+        has_num = bool(_DIGIT.search(fold(text.text))) or not _WORD_NUMBER_SET.isdisjoint(toks)
+        self._pending.append((self.texts_added, text, bit, has_num))
+
+    def _add_tokens(self, toks: list[str], bit: int, tool: str | None) -> None:
+        """Tokens, adjacent pairs, joined runs of 2-3 tokens and the prefix index."""
+        tokens, joined, bigrams, tool_of = self.tokens, self.joined, self.bigrams, self.tool_of
+        pairs = set(itertools.pairwise(toks))
+        runs = {a + b for a, b in pairs}
+        runs.update(a + b + c for a, b, c in zip(toks, toks[1:], toks[2:], strict=False))
+        words = set(toks)
+        for table, keys in ((tokens, words), (joined, runs)):
+            for key in keys:
+                table[key] = table.get(key, 0) | bit
+                if tool is not None and key not in tool_of:
+                    tool_of[key] = tool
+        for pair in pairs:
+            bigrams[pair] = bigrams.get(pair, 0) | bit
+        for t in words:
             if len(t) >= 4:
                 self.prefixes.setdefault(t[:2], set()).add(t)
-            if i:
-                self.bigrams[(toks[i - 1], t)] = self.bigrams.get((toks[i - 1], t), 0) | bit
-                self._put(self.joined, toks[i - 1] + t, bit, tool)
-                if i > 1:
-                    self._put(self.joined, toks[i - 2] + toks[i - 1] + t, bit, tool)
+            if not t.isascii() and _CJK.search(t):
+                self.cjk[t] = self.cjk.get(t, 0) | bit
+
+    def ensure(self, facet: str) -> None:
+        """Index the texts added since the last call for ``facet`` (one of :data:`FACETS`).
+
+        Raises:
+            KeyError: An unknown facet.
+        """
+        start = self._done[facet]
+        if start == len(self._pending):
+            return
+        index = getattr(self, "_index_" + facet)
+        for entry in self._pending[start:]:
+            index(*entry)
+        self._done[facet] = len(self._pending)
+
+    def _index_numbers(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
+        if text.source != "tool" and ARITHMETIC_CUE.search(text.text):
+            self._arithmetic_cues |= bit
+        if not has_num:
+            return
         nums = numbers_in(text.text)
         for x in nums:
             self.numbers[x] = self.numbers.get(x, 0) | bit
             if not x.is_integer():  # an integer rounds to itself at every place
                 for d in range(1, 5):
                     self.rounded_numbers.setdefault(d, set()).add(round(x, d))
-        for x in standalone_numbers_in(text.text) if nums else ():
+        for x in standalone_numbers_in(text.text):
             self.standalone[x] = self.standalone.get(x, 0) | bit
         if text.source == "tool":
             self.result_numbers.extend(sorted(nums)[:MAX_RESULT_NUMBERS])
             del self.result_numbers[:-MAX_RESULT_NUMBERS]
-        if nums:  # every date and clock time has a digit
+
+    def _index_dates(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
+        if has_num:  # every date has a digit or a month name (a number word)
             for md in dates_in(text.text) | partial_dates_in(text.text):
                 self.dates[md] = self.dates.get(md, 0) | bit
             if text.source != "tool":
                 self.spans |= spans_in(text.text)
-            for hm in times_in(text.text):
-                self.times[hm] = self.times.get(hm, 0) | bit
-        if _VAGUE_TIME.search(text.text):
-            self.vague_times |= bit
         if self.today is None and text.source in ("system", "user"):
             m = _TODAY.search(text.text)
             if m and _valid_md(int(m.group(2)), int(m.group(3))):
                 self.today = dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         for m in RELATIVE_DATE.finditer(text.text):
-            self.relative_dates |= bit
+            self._relative_dates |= bit
             if len(self.relative_phrases) < 64 and not (
                     text.source == "system" and _TODAY.search(text.text)):
                 self.relative_phrases.append(m.group(0))
-        if text.source == "tool":
-            self._add_records(text.text, tool)
-        if _CODE_TOKEN.search(text.text):
-            self.codes |= bit
-        if text.source != "tool" and ARITHMETIC_CUE.search(text.text):
-            self.arithmetic_cues |= bit
 
-    def _add_records(self, text: str, tool: str | None) -> None:
+    def _index_times(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
+        if has_num:  # every clock time has a digit
+            for hm in times_in(text.text):
+                self.times[hm] = self.times.get(hm, 0) | bit
+        if _VAGUE_TIME.search(text.text):
+            self.vague_times |= bit
+
+    def _index_records(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
+        if text.source == "tool":
+            self._add_records(text.text, text.tool, ordinal)
+
+    @property
+    def relative_dates(self) -> int:
+        """Sources that name a date relative to now ("tomorrow", "next Friday")."""
+        self.ensure("dates")
+        return self._relative_dates
+
+    @property
+    def arithmetic_cues(self) -> int:
+        """Sources other than tool results that ask for arithmetic (:data:`ARITHMETIC_CUE`)."""
+        self.ensure("numbers")
+        return self._arithmetic_cues
+
+    def _add_records(self, text: str, tool: str | None, ordinal: int) -> None:
         """Index a tool result's records (JSON objects, else lines) for provenance checks."""
         try:
             parsed = json.loads(text) if text[:1] in "[{" else None
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         chunks: list[str] = []
         if parsed is not None:
@@ -499,15 +585,16 @@ class GroundingIndex:
             i = len(self.records)
             self.records.append(toks)
             self.record_tools.append(tool)
-            self.record_result.append(self.texts_added)
-            self.result_records.setdefault(self.texts_added, []).append(i)
-            if STEERING.search(chunk):
+            self.record_result.append(ordinal)
+            self.result_records.setdefault(ordinal, []).append(i)
+            if may_steer(chunk) and STEERING.search(chunk):
                 self.steering_records.add(i)
             for t in toks:
                 self.token_records.setdefault(t, []).append(i)
 
     def records_with(self, toks: Iterable[str]) -> list[int]:
         """Indices of tool-result records that contain every token of ``toks``."""
+        self.ensure("records")
         lists = [self.token_records.get(t) for t in toks]
         if not lists or any(r is None for r in lists):
             return []
@@ -518,11 +605,6 @@ class GroundingIndex:
         """:meth:`add` each text."""
         for t in texts:
             self.add(t)
-
-    def _put(self, table: dict[str, int], key: str, bit: int, tool: str | None) -> None:
-        table[key] = table.get(key, 0) | bit
-        if tool is not None and key not in self.tool_of:
-            self.tool_of[key] = tool
 
     # ------------------------------------------------------------------ lookups
     def _match(self, mask: int, key: str, how: str) -> Match:
@@ -558,6 +640,7 @@ class GroundingIndex:
 
     def number(self, x: float) -> Match:
         """A stated number (``x``, or ``x`` as a percentage of a stated one)."""
+        self.ensure("numbers")
         for cand in (_key(x), _key(abs(x)), _key(x * 100), _key(x / 100) if x else None):
             if cand is not None and cand in self.numbers:
                 return Match(self.numbers[cand], None, "number")
@@ -570,6 +653,7 @@ class GroundingIndex:
         ``decimals`` (1-4), a result rounded to that many places counts too (36.8 for
         49.967 - 13.2).
         """
+        self.ensure("numbers")
         for a in self.result_numbers:
             cands = [x - a, a - x, x + a, x * a]
             if a:
@@ -587,6 +671,7 @@ class GroundingIndex:
 
     def standalone_number(self, x: float) -> Match:
         """A number stated on its own (not a digit run inside a date, time or identifier)."""
+        self.ensure("numbers")
         for cand in (_key(x), _key(abs(x)), _key(x * 100), _key(x / 100) if x else None):
             if cand is not None and cand in self.standalone:
                 return Match(self.standalone[cand], None, "number")
@@ -598,6 +683,7 @@ class GroundingIndex:
         Or a relative phrase that resolves to it from the conversation's "today" (any date
         when today is unknown).
         """
+        self.ensure("dates")
         mask = self.dates.get((month, day), 0) or (
             self.dates.get((0, day), 0) & self.dates.get((month, 0), 0))
         if mask:
@@ -630,6 +716,7 @@ class GroundingIndex:
 
         Or a vague one ("this afternoon", "in two hours") the model had to resolve.
         """
+        self.ensure("times")
         mask = self.times.get((hour, minute), 0)
         if mask:
             return Match(mask, None, "exact")
@@ -647,6 +734,7 @@ class GroundingIndex:
 
     def rounded(self, x: float, decimals: int) -> bool:
         """Whether a stated number rounds to ``x`` at ``decimals`` places."""
+        self.ensure("numbers")
         r = round(x, decimals)
         return r in self.rounded_numbers.get(decimals, ()) or (
             r.is_integer() and _key(r) in self.numbers)
@@ -667,13 +755,33 @@ class GroundingView:
 
     def __init__(self, indexes: Iterable[GroundingIndex]) -> None:
         self.indexes = [g for g in indexes if g is not None]
-        self.arithmetic_cues = 0
-        self.relative_dates = 0
+        self._arithmetic_cues: int | None = None
+        self._relative_dates: int | None = None
         self.codes = 0
         for g in self.indexes:
-            self.arithmetic_cues |= g.arithmetic_cues
-            self.relative_dates |= g.relative_dates
             self.codes |= g.codes
+
+    @property
+    def relative_dates(self) -> int:
+        """Sources of the indexes that name a relative date (dates indexed on first use)."""
+        if self._relative_dates is None:
+            self._relative_dates = 0
+            for g in self.indexes:
+                self._relative_dates |= g.relative_dates
+        return self._relative_dates
+
+    @property
+    def arithmetic_cues(self) -> int:
+        """Sources that ask for arithmetic; settable (the content detector reads the request)."""
+        if self._arithmetic_cues is None:
+            self._arithmetic_cues = 0
+            for g in self.indexes:
+                self._arithmetic_cues |= g.arithmetic_cues
+        return self._arithmetic_cues
+
+    @arithmetic_cues.setter
+    def arithmetic_cues(self, value: int) -> None:
+        self._arithmetic_cues = value
 
     def _first(self, name: str, *args: object) -> Match:
         for g in self.indexes:

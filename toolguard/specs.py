@@ -352,6 +352,7 @@ VALIDATOR_CACHE_SIZE = 16384
 _UNCACHEABLE: Any = object()
 _COERCED: _Bounded[int, tuple[Any, Any, ToolSpec]] = _Bounded(COERCE_CACHE_SIZE)
 _TOOLSETS: _Bounded[str, ToolSet] = _Bounded(TOOLSET_CACHE_SIZE)
+_TOOLSETS_BY_IDS: _Bounded[tuple[int, ...], ToolSet] = _Bounded(TOOLSET_CACHE_SIZE)
 _VALIDATORS: _Bounded[str, tuple[Draft202012Validator | None]] = _Bounded(
     VALIDATOR_CACHE_SIZE)
 
@@ -483,11 +484,17 @@ class ToolSet:
         if isinstance(specs, ToolSet):
             return specs
         items = tuple(specs)
+        ids = tuple(map(id, items))
+        seen = _TOOLSETS_BY_IDS.get(ids)  # the very same spec objects: no digest to hash
+        if seen is not None and seen.specs == items:  # identical items compare by identity
+            return seen
         hit = _TOOLSETS.get(_set_digest(items))
-        if hit is not None:
-            return hit
-        made = cls(items)
-        return _TOOLSETS.put(made.digest, made)
+        if hit is None:
+            made = cls(items)
+            hit = _TOOLSETS.put(made.digest, made)
+        if hit.specs == items:
+            _TOOLSETS_BY_IDS.put(ids, hit)
+        return hit
 
     @classmethod
     def coerce(cls, tools: Iterable[Any]) -> ToolSet:

@@ -80,9 +80,9 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
       the turn with a message to the user.  A message with only malformed calls goes back
       to the model.  Verdicts that refused a call are sent as custom stream events
       (``stream_mode="custom"``: ``{"toolguard": {"event": "verdict", ...}}``).
-    - **Before the model** (``before_model``): tool calls left unanswered when the user
-      wrote a new message instead of answering a question are answered "not executed",
-      before the new message, so the history stays valid.
+    - **At the start of a run** (``before_agent``): tool calls left unanswered when the
+      user wrote a new message instead of answering a question are answered "not
+      executed", before the new message, so the history stays valid.
 
     Place it **last** in ``middleware=[...]``: ``after_model`` hooks run in reverse order,
     so the guard checks a call before other middleware (``HumanInTheLoopMiddleware``)
@@ -272,20 +272,25 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         grounding = [str(v) for v in state.get(GROUNDING_KEY) or []]
         return guard.check(messages, extra_grounding=grounding)
 
-    # ------------------------------------------------------------------ before the model
-    def before_model(self, state: GuardMiddlewareState,
+    # ------------------------------------------------------------------ a new run
+    def before_agent(self, state: GuardMiddlewareState,
                      runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Answer calls left dangling by a new user message (see the class docstring)."""
+        """Answer calls left dangling by a new user message (see the class docstring).
+
+        Only a run's input can leave calls dangling, so this runs once per run, not
+        before every model call (a ``before_model`` node cost about as much as the
+        guard's whole check per step: issue 15).
+        """
         messages = state.get("messages") or []
         if not messages or not isinstance(messages[-1], HumanMessage):
             return None  # only a new user message can leave calls dangling
         fixed = close_dangling_calls(messages)
         return {"messages": fixed} if fixed else None
 
-    async def abefore_model(self, state: GuardMiddlewareState,
+    async def abefore_agent(self, state: GuardMiddlewareState,
                             runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_model`."""
-        return self.before_model(state, runtime)
+        """Async twin of :meth:`before_agent`."""
+        return self.before_agent(state, runtime)
 
 
 def not_answered_by_guard(request: Any) -> bool:
