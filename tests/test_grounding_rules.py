@@ -244,3 +244,19 @@ def test_token_share_sets_how_much_of_a_name_must_be_stated() -> None:
     assert _verdict(_guard(*tools), msgs).action == "ask_user"
     lenient = _guard(*tools, detectors=["type", "format", ContentDetector(token_share=0.5)])
     assert _verdict(lenient, msgs).action == "allow"
+
+
+def test_month_names_matched_case_insensitively_outside_ascii() -> None:
+    """``re.I`` matches Turkish ``İ``/``ı`` to ``i``: such a month name is read, not a crash
+    (``APRİL 9`` raised ``KeyError`` inside the content detector, which then failed open)."""
+    from toolguard.grounding import partial_dates_in
+
+    assert dates_in("APRİL 9") == {(4, 9)}
+    assert dates_in("the 3rd of JUNE") == {(6, 3)}
+    assert partial_dates_in("Meet in APRİL") == {(4, 0)}
+    assert partial_dates_in("may I ask?") == set() and partial_dates_in("in May") == {(5, 0)}
+    msgs = [HumanMessage("Book the dentist on APRİL 9 please"),
+            AIMessage("", tool_calls=[{"name": "create_event", "id": "c1",
+                                       "args": {"title": "dentist", "date": "2026-04-09"}}])]
+    [verdict] = Guard([_tool("create_event", title="string", date="string")]).check(msgs)
+    assert verdict.action == "allow" and not verdict.evidence  # no detector error

@@ -111,6 +111,16 @@ RELATIVE_DATE = re.compile(
     re.I,
 )
 """Phrases that name a date relative to now; a date value is then the model's to resolve."""
+_RELATIVE_PARTS = ("today", "tonight", "tomorrow", "yesterday", "day", "week", "month", "year",
+                   "hour", "decade", "century", "quarter", "morning", "afternoon", "evening",
+                   "night", "daily", "annually")
+_AMPM = re.compile(r"\d\s*[ap]\.?m", re.I)
+
+
+def may_name_relative_date(text: str) -> bool:
+    """Cheap necessary condition for :data:`RELATIVE_DATE` (one of its words, or ``5 pm``)."""
+    low = text.lower()
+    return any(p in low for p in _RELATIVE_PARTS) or bool(_AMPM.search(text))
 ARITHMETIC_CUE = re.compile(
     r"\b(?:total|sum|add(?:ed|ing)?|plus|minus|subtract\w*|difference|remain(?:ing|der)?|"
     r"double|twice|triple|half|halve|split|divide[ds]?|times|multipl\w*|increase[ds]?|"
@@ -136,6 +146,8 @@ WORD_NUMBERS = {
 }
 """Words that state a number (counts, fractions, ordinals, months)."""
 _WORD_NUMBER_SET = frozenset(WORD_NUMBERS)
+_MULTIPLIERS = frozenset(("dozen", "hundred", "thousand", "million"))
+_MULTIPLIED = re.compile(r"\b(\d+|[a-z]+)\s+(dozen|hundred|thousand|million)\b")
 
 
 def fold(text: str) -> str:
@@ -173,16 +185,17 @@ def numbers_in(text: str, *, digit_runs: bool = True) -> set[float]:
     # every digit run on its own too: "2023.4.15", "5,10 and 15", "[22,33]"
     if digit_runs:
         out.update(float(d) for d in re.findall(r"\d{1,15}", low))
-    for m in re.finditer(r"\b(\d+|[a-z]+)\s+(dozen|hundred|thousand|million)\b", low):
-        head, unit = m.group(1), m.group(2)
-        base = float(head) if head.isdigit() else WORD_NUMBERS.get(head)
-        if base is not None:
-            out.add(_key(float(base) * WORD_NUMBERS[unit]))
+    words = set(_TOKEN.findall(low))
+    if not _MULTIPLIERS.isdisjoint(words):  # the unit is a whole token: skip the pattern
+        for m in _MULTIPLIED.finditer(low):
+            head, unit = m.group(1), m.group(2)
+            base = float(head) if head.isdigit() else WORD_NUMBERS.get(head)
+            if base is not None:
+                out.add(_key(float(base) * WORD_NUMBERS[unit]))
     for m in re.finditer(r"['’](\d{2})\b", low):  # '19 -> 2019 and 1919
         out.update((2000.0 + int(m.group(1)), 1900.0 + int(m.group(1))))
-    for word in _TOKEN.findall(low):
-        if word in WORD_NUMBERS:
-            out.add(float(WORD_NUMBERS[word]))
+    for word in words & _WORD_NUMBER_SET:
+        out.add(float(WORD_NUMBERS[word]))
     scaled = r"(?<![\d.])(\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|million|thousand|billion)"
     for m in re.finditer(scaled, low):
         base = float(m.group(1))
@@ -198,6 +211,15 @@ _MONTH_NAMES: dict[str, int] = {w: int(n) for w, n in WORD_NUMBERS.items() if n 
     "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
     "sept", "oct", "nov", "dec")}
 _MONTH_RE = "|".join(sorted(_MONTH_NAMES, key=len, reverse=True))
+_MONTH_SET = frozenset(_MONTH_NAMES)
+
+
+def has_month_name(text: str) -> bool:
+    """Whether a token of ``text`` is a month name: the month patterns need one.
+
+    They match month names between word boundaries, which are whole tokens.
+    """
+    return not _MONTH_SET.isdisjoint(tokens_of(text))
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
 _DMY_DATE = re.compile(r"(?<!\d)(\d{1,2})[-/.](\d{1,2})(?:[-/.](\d{2,4}))?(?![\d])")
 _WORD_DATE = re.compile(
@@ -214,6 +236,11 @@ _VAGUE_TIME = re.compile(
     r"\b(?:now|noon|midday|midnight|morning|afternoon|evening|tonight|night|lunch(?:time)?|"
     r"breakfast|dinner|asap|soon|later|early|late|half\s+past|quarter\s+(?:past|to)|"
     r"in\s+(?:an?|\d+|[a-z]+)\s+(?:hours?|minutes?|mins?)|same\s+time|usual\s+time)\b", re.I)
+_VAGUE_WORDS = frozenset((
+    "now", "noon", "midday", "midnight", "morning", "afternoon", "evening", "tonight", "night",
+    "lunch", "lunchtime", "breakfast", "dinner", "asap", "soon", "later", "early", "late",
+    "half", "quarter", "hour", "hours", "minute", "minutes", "min", "mins", "time"))
+"""Every cue of :data:`_VAGUE_TIME` ends in one of these whole words."""
 _TODAY = re.compile(r"\btoday\s+is\b[^.\n]{0,40}?(\d{4})-(\d{1,2})-(\d{1,2})", re.I)
 _CODE_TOKEN = re.compile(r"(?<![\w$])(?!(?:I|OK|AM|PM|ID|USA|UK|EU|US|TV|PDF|FAQ)\b)[A-Z]{3,5}\b")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -247,6 +274,16 @@ def _json_records(value: object, out: list[str], depth: int) -> None:
         out.append(str(value))
 
 
+def _month_number(word: str) -> int:
+    """The month a case-insensitive match of a month name names (0 if none).
+
+    ``re.I`` matches some non-ASCII letters to ASCII ones (Turkish ``İ``, ``ı`` to ``i``),
+    which ``str.lower`` keeps apart: folded here (before, ``APRİL 9`` raised ``KeyError``).
+    """
+    folded = fold(word)
+    return _MONTH_NAMES.get(folded) or _MONTH_NAMES.get(folded.replace("ı", "i"), 0)
+
+
 def _valid_md(month: int, day: int) -> bool:
     return 1 <= month <= 12 and 1 <= day <= 31
 
@@ -266,15 +303,17 @@ def dates_in(text: str) -> set[tuple[int, int]]:
         for month, day in ((a, b), (b, a)):
             if _valid_md(month, day):
                 out.add((month, day))
+    if not has_month_name(text):
+        return out
     for m in _WORD_DATE_OF.finditer(text):
-        day, month = int(m.group(1)), _MONTH_NAMES[m.group(2).lower()]
+        day, month = int(m.group(1)), _month_number(m.group(2))
         if _valid_md(month, day):
             out.add((month, day))
     for m in _WORD_DATE.finditer(text):
         if m.group(1):
-            day, month = int(m.group(1)), _MONTH_NAMES[m.group(2).lower()]
+            day, month = int(m.group(1)), _month_number(m.group(2))
         else:
-            month, day = _MONTH_NAMES[m.group(3).lower()], int(m.group(4))
+            month, day = _month_number(m.group(3)), int(m.group(4))
         if _valid_md(month, day):
             out.add((month, day))
     return out
@@ -294,10 +333,10 @@ def partial_dates_in(text: str) -> set[tuple[int, int]]:
     for m in _DAY_ONLY.finditer(text):
         if 1 <= int(m.group(1)) <= 31:
             out.add((0, int(m.group(1))))
-    for m in _MONTH_ONLY.finditer(text):
-        word = m.group(1).lower()
-        if word != "may" or text[m.start():m.start() + 1] == "M":  # "may" the verb
-            out.add((_MONTH_NAMES[word], 0))
+    for m in _MONTH_ONLY.finditer(text) if has_month_name(text) else ():
+        month = _month_number(m.group(1))
+        if month and (month != 5 or text[m.start():m.start() + 1] == "M"):  # "may" the verb
+            out.add((month, 0))
     return out
 
 
@@ -540,7 +579,7 @@ class GroundingIndex:
             m = _TODAY.search(text.text)
             if m and _valid_md(int(m.group(2)), int(m.group(3))):
                 self.today = dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        for m in RELATIVE_DATE.finditer(text.text):
+        for m in RELATIVE_DATE.finditer(text.text) if may_name_relative_date(text.text) else ():
             self._relative_dates |= bit
             if len(self.relative_phrases) < 64 and not (
                     text.source == "system" and _TODAY.search(text.text)):
@@ -550,7 +589,7 @@ class GroundingIndex:
         if has_num:  # every clock time has a digit
             for hm in times_in(text.text):
                 self.times[hm] = self.times.get(hm, 0) | bit
-        if _VAGUE_TIME.search(text.text):
+        if not _VAGUE_WORDS.isdisjoint(tokens_of(text.text)) and _VAGUE_TIME.search(text.text):
             self.vague_times |= bit
 
     def _index_records(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
