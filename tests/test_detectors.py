@@ -136,6 +136,35 @@ def test_no_fitting_tool_at_all_is_change_tools() -> None:
     assert verdict.hallucination == "type"
 
 
+def test_helper_lookups_named_list_or_find_are_not_irrelevant() -> None:
+    """``list_payees`` before ``send_money``, ``find_contact`` before ``book_room``: helper
+    lookups (``list``/``find`` are stopwords to the stemmer, so they were missed); a
+    restaurant search does not feed a movie search through a shared ``filter`` word."""
+    from toolguard.relevance import LexicalRelevanceJudge, _lookup_feeds
+
+    def fn(name: str, description: str, **params: str) -> dict[str, Any]:
+        return {"name": name, "description": description, "parameters": {
+            "type": "object", "properties": {k: {"type": "string", "description": v}
+                                             for k, v in params.items()}}}
+
+    bank = [fn("list_payees", "List the saved payees of the account with their IBANs.",
+               session_token="Session token."),
+            fn("send_money", "Send money to a payee's IBAN.", to_iban="IBAN of the payee.",
+               amount="Amount in EUR.")]
+    specs = [ToolSpec.coerce(t) for t in bank]
+    judge = LexicalRelevanceJudge()
+    assert judge.judge("Send 35 EUR to Celeste Ibarra please.", specs[0], specs).label != (
+        "Irrelevant")
+    restaurants = ToolSpec.coerce(fn(
+        "Restaurants_2_FindRestaurants", "Finds restaurants filtered by category; can "
+        "include outdoor seating.", category="Cuisine."))
+    movies = ToolSpec.coerce(fn("Movies_3_FindMovies", "Find movies to watch.",
+                                genre="Genre filter.", cast="Include this actor."))
+    assert not _lookup_feeds(restaurants, movies)
+    assert judge.judge("Find a fantasy movie with Emma Watson in the cast.", restaurants,
+                       [restaurants, movies]).label == "Irrelevant"
+
+
 def test_lexical_relevance_does_not_block_gold_multiplication(bfcl: Any) -> None:
     record = bfcl("live_multiple", "live_multiple_193-87-0")  # "How much is 394 times 213?"
     verdict = _only(Guard(record.functions).check(record.messages()))

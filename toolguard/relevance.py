@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from toolguard.errors import ConfigurationError
 from toolguard.judge import LLMJudge
 from toolguard.specs import ToolSpec
-from toolguard.text import content_stems
+from toolguard.text import _WORD, content_stems, split_identifier
 
 RelevanceLabel = Literal["Relevant", "Irrelevant", "Unsure"]
 
@@ -95,29 +95,58 @@ def _tool_terms(tool: ToolSpec) -> tuple[frozenset[str], frozenset[str]]:
 
 _READ_VERBS = frozenset(content_stems("list find search lookup look query fetch read show view "
                                       "resolv locat discover get check"))
+_READ_WORDS = frozenset(("list", "find", "search", "lookup", "look", "query", "fetch", "read",
+                         "show", "view", "resolve", "locate", "discover", "check"))
+"""Name words of a lookup tool, unstemmed: ``list``, ``find`` and ``show`` are stopwords to
+:func:`~toolguard.text.content_stems`, so stems alone missed ``list_payees`` and
+``find_contact`` (helper lookups were judged irrelevant).  ``get`` is left out: nearly every
+tool of a list is a ``get_*`` and its objects overlap another tool's parameters by accident
+(measured on both detector suites: no false block avoided, irrelevant-tool recall lost)."""
+
+
+def _is_lookup(tool: ToolSpec) -> bool:
+    """A read lookup by declaration (``effects="read"``) or by a verb of its name."""
+    if tool.effects != "unknown":
+        return tool.effects == "read"
+    words = {w.casefold() for w in _WORD.findall(split_identifier(tool.name))}
+    return not words.isdisjoint(_READ_WORDS)
 _GENERIC_STEMS = frozenset(content_stems(
     "name id ids identifier date time day city number list search find get user users item "
     "items result results detail details info information data current new given set "
     "account"))
 
 
+_SCHEMA_STEMS = frozenset(content_stems(
+    "filter filtered include including option optional specified specify available "
+    "availability default provide provided type format value parameter return returns given "
+    "based extend extended within range whether true false set use using also"))
+"""Words of schema prose that say nothing about what a tool is about."""
+
+
 @lru_cache(maxsize=4096)
-def _object_terms(tool: ToolSpec) -> frozenset[str]:
-    """What a lookup tool returns: its name's objects (verbs dropped) and description stems."""
-    name = _tool_terms(tool)[0]
-    return (name | content_stems(tool.description)) - _READ_VERBS - _GENERIC_STEMS
+def _object_terms(tool: ToolSpec) -> tuple[frozenset[str], frozenset[str]]:
+    """What a lookup tool returns: its name's objects and its description's stems.
+
+    Read verbs and generic words (``name``, ``id``, ``date`` ...) dropped from both.
+    """
+    drop = _READ_VERBS | _GENERIC_STEMS
+    return _tool_terms(tool)[0] - drop, content_stems(tool.description) - drop - _SCHEMA_STEMS
 
 
 def _lookup_feeds(helper: ToolSpec, target: ToolSpec) -> bool:
     """Whether ``helper`` is a lookup step before ``target``.
 
-    A read lookup (``find_contact``, ``lookup_symbol``, ``list_devices``) whose objects are
-    what ``target`` consumes (its parameters).
+    A read lookup (:func:`_is_lookup`: ``find_contact``, ``lookup_symbol``,
+    ``list_devices``) whose name's object is what ``target`` consumes (its parameters), or
+    whose description shares at least two words with what it consumes, words of schema
+    prose (``filter``, ``include``, ``optional``) not counted: they linked a restaurant
+    search to a movie search.
     """
-    name = _tool_terms(helper)[0]
-    if not name & _READ_VERBS or helper.effects == "write":
+    if not _is_lookup(helper):
         return False
-    return bool(_object_terms(helper) & (_input_terms(target) - _GENERIC_STEMS))
+    inputs = _input_terms(target) - _GENERIC_STEMS - _SCHEMA_STEMS
+    name, description = _object_terms(helper)
+    return bool(name & inputs) or len(description & inputs) >= 2
 
 
 class LexicalRelevanceJudge(RelevanceJudge):
