@@ -87,6 +87,7 @@ def may_steer(text: str) -> bool:
     return any(p in low for p in _STEER_PARTS) or not _STEER_VERBS.isdisjoint(
         _TOKEN.findall(low))
 
+
 MAX_RESULT_NUMBERS = 40
 """Tool-result numbers an arithmetic step may start from (the most recent ones)."""
 
@@ -121,6 +122,8 @@ def may_name_relative_date(text: str) -> bool:
     """Cheap necessary condition for :data:`RELATIVE_DATE` (one of its words, or ``5 pm``)."""
     low = text.lower()
     return any(p in low for p in _RELATIVE_PARTS) or bool(_AMPM.search(text))
+
+
 ARITHMETIC_CUE = re.compile(
     r"\b(?:total|sum|add(?:ed|ing)?|plus|minus|subtract\w*|difference|remain(?:ing|der)?|"
     r"double|twice|triple|half|halve|split|divide[ds]?|times|multipl\w*|increase[ds]?|"
@@ -220,6 +223,8 @@ def has_month_name(text: str) -> bool:
     They match month names between word boundaries, which are whole tokens.
     """
     return not _MONTH_SET.isdisjoint(tokens_of(text))
+
+
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
 _DMY_DATE = re.compile(r"(?<!\d)(\d{1,2})[-/.](\d{1,2})(?:[-/.](\d{2,4}))?(?![\d])")
 _WORD_DATE = re.compile(

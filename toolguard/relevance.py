@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from toolguard.errors import ConfigurationError
 from toolguard.judge import LLMJudge
 from toolguard.specs import ToolSpec
-from toolguard.text import _WORD, content_stems, split_identifier
+from toolguard.text import content_stems, split_identifier
 
 RelevanceLabel = Literal["Relevant", "Irrelevant", "Unsure"]
 
@@ -108,8 +108,9 @@ def _is_lookup(tool: ToolSpec) -> bool:
     """A read lookup by declaration (``effects="read"``) or by a verb of its name."""
     if tool.effects != "unknown":
         return tool.effects == "read"
-    words = {w.casefold() for w in _WORD.findall(split_identifier(tool.name))}
-    return not words.isdisjoint(_READ_WORDS)
+    return not _READ_WORDS.isdisjoint(split_identifier(tool.name).casefold().split())
+
+
 _GENERIC_STEMS = frozenset(content_stems(
     "name id ids identifier date time day city number list search find get user users item "
     "items result results detail details info information data current new given set "
