@@ -12,7 +12,7 @@ FLIGHT = ToolSpec(name="book_flight", description="Reserve a seat on an airline 
 
 
 def test_embedding_judge_prefers_the_fitting_tool() -> None:
-    judge = EmbeddingRelevanceJudge()
+    judge = EmbeddingRelevanceJudge(min_similarity=0.35, no_match_similarity=0.12)
     tools = [WEATHER, FLIGHT]
     # no word is shared with either tool, so the embedding decides
     request = "Will it be sunny or rainy in Oslo tomorrow?"
@@ -20,6 +20,11 @@ def test_embedding_judge_prefers_the_fitting_tool() -> None:
     wrong = judge.judge(request, FLIGHT, tools)
     assert wrong.label == "Irrelevant"
     assert wrong.alternatives == ("get_weather",)
+    # the calibrated defaults want a closer alternative (cosine >= 0.5) before they block:
+    # this one is below it, so the call goes through (when unsure, let it through)
+    assert wrong.score is not None and wrong.score < 0.35
+    default = EmbeddingRelevanceJudge().judge(request, FLIGHT, tools)
+    assert default.label == "Unsure" and default.score == wrong.score
 
 
 def test_the_model_is_loaded_once_for_all_judges() -> None:

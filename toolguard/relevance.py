@@ -279,6 +279,13 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
       (alternatives), or every tool is below ``no_match_similarity`` (no alternatives);
       ``Relevant`` if the cosine is at least ``min_similarity``; else ``Unsure``.
 
+    The defaults are calibrated on both detector suites (``toolguard eval detectors --mode
+    embedding``; a grid over ``min_similarity`` 0.2-0.5, ``margin`` 0.05-0.3 and
+    ``no_match_similarity`` off-0.12, first tool step): the setting with the most
+    irrelevant-tool recall on both whose false blocks stay near the lexical judge's.  The
+    earlier 0.35 / 0.15 / 0.12 caught more on BFCL (0.41) but blocked 3.5 % of suite B's
+    clean calls (helper lookups in dialogues read as unrelated to the request).
+
     Args:
         model_path: A sentence-transformers folder; default :func:`default_embedding_model_path`.
         min_similarity: Cosine in ``[-1, 1]`` at or above which a tool is relevant.
@@ -297,9 +304,9 @@ class EmbeddingRelevanceJudge(RelevanceJudge):
         self,
         *,
         model_path: str | Path | None = None,
-        min_similarity: float = 0.35,
+        min_similarity: float = 0.5,
         margin: float = 0.15,
-        no_match_similarity: float = 0.12,
+        no_match_similarity: float = 0.0,
         lexical: LexicalRelevanceJudge | None = None,
     ) -> None:
         for label, value in (("min_similarity", min_similarity), ("margin", margin),
