@@ -18,17 +18,18 @@ The two variants of a pair are timed alternately (plain first on even steps, gua
 on odd ones) after untimed warm-up steps, so drift and order effects cancel.
 
 With ``--sweeps`` (:data:`SWEEPS`, issue 15: does a guarded step cost the same deep in a
-conversation, with many tools, with a large KG?), three more keys:
+conversation, with many tools, with a large KG?), four more keys, each a list of rows with
+``size``, ``p50_ms`` and ``p99_ms``:
 
-- ``history``: ``check``, per history length (10 / 100 / 1,000 / 10,000 messages; ten
-  lookup tools whose results are ~1 KB JSON): ``Guard.check`` on a call grounded in the
-  latest result, the first check apart (``cold_ms``), then warm p50 / p99 as the
-  conversation grows by a call and its result per check, and the memory peak of one check
-  (``tracemalloc``) — :func:`bench_history_check`.  ``agent_step``: one long
-  ``create_agent`` conversation held by a plain agent and a ``GuardMiddleware`` one in
-  lockstep (4 messages a turn), the steps around turns 10, 100 and 400 timed: p50 / p99
-  and the ratio guarded / plain (issue 15's target: <= 1.10 at turn 400; measured, not
-  asserted) — :func:`bench_history_agent`.
+- ``history``: per history length (10 / 100 / 1,000 / 10,000 messages; ten lookup tools
+  whose results are ~1 KB JSON): ``Guard.check`` on a call grounded in the latest result,
+  the first check apart (``cold_ms``), then warm p50 / p99 as the conversation grows by a
+  call and its result per check, and the memory peak of one check (``tracemalloc``) —
+  :func:`bench_history_check`.
+- ``agent_by_turn``: one long ``create_agent`` conversation held by a plain agent and a
+  ``GuardMiddleware`` one in lockstep (4 messages a turn), the steps around turns 10, 100
+  and 400 timed: p50 / p99 and the ratio guarded / plain (issue 15's target: <= 1.10 at
+  turn 400; measured, not asserted) — :func:`bench_history_agent`.
 - ``tools``: :func:`toolguard_evals.bench_tools.sweep_tools` (5 / 50 / 500 / 2,000 tools).
 - ``kg``: :func:`toolguard_evals.bench_kg.sweep_store` (500 / 5,000 / 50,000 triples
   through a LangGraph store).
@@ -80,7 +81,7 @@ AGENT_EPISODE: Final = "multi_turn_base_56"
 HISTORY_SIZES: Final = (10, 100, 1000, 10000)
 """Messages in the history at the checks of the ``history`` sweep."""
 AGENT_TURNS: Final = (10, 100, 400)
-"""Turns of the long ``create_agent`` conversation around which the ``history`` sweep
+"""Turns of the long ``create_agent`` conversation around which the ``agent_by_turn`` sweep
 compares a guarded step with a plain one."""
 
 
@@ -96,9 +97,9 @@ class BenchConfig:
         history_checks: ``history`` sweep: warm checks timed per history size, >= 1.
         memory_checks: ``history`` sweep: further checks per size whose memory peak is
             traced (``tracemalloc``, untimed), >= 1.
-        agent_turns: ``history`` sweep: the turns of the long conversation around which
-            steps are compared, each >= 1.
-        agent_window: ``history`` sweep: consecutive turns timed around each of
+        agent_turns: ``agent_by_turn`` sweep: the turns of the long conversation around
+            which steps are compared, each >= 1.
+        agent_window: ``agent_by_turn`` sweep: consecutive turns timed around each of
             ``agent_turns`` (from ``turn - window // 2``, never turn 1), >= 1.
         tool_sizes: ``tools`` sweep: tool counts (:func:`bench_tools.sweep_tools`), >= 1.
         tool_reps: ``tools`` sweep: timed runs per measure, >= 1.
@@ -603,46 +604,64 @@ def bench_history_agent(turns: Sequence[int], window: int) -> list[dict[str, Any
     return rows
 
 
-def bench_history(config: BenchConfig) -> dict[str, Any]:
-    """The ``history`` sweep: Guard.check by history length and create_agent steps by turn.
+def bench_history(config: BenchConfig) -> list[dict[str, Any]]:
+    """The ``history`` sweep: :func:`bench_history_check`'s rows.
 
-    ``check``: :func:`bench_history_check`'s rows; ``agent_step``:
-    :func:`bench_history_agent`'s rows; ``tools`` and ``result_chars``: what they use.
+    Each has ``size``, ``p50_ms``, ``p99_ms``, ``cold_ms`` and the memory peaks, plus
+    ``tools`` and ``result_chars`` (what the conversation holds).
     """
-    return {"tools": _LOOKUP_TOOLS, "result_chars": len(records_json("R0-1")),
-            "check": bench_history_check(config.history_sizes, config.history_checks,
-                                         config.memory_checks),
-            "agent_step": bench_history_agent(config.agent_turns, config.agent_window)}
+    extra = {"tools": _LOOKUP_TOOLS, "result_chars": len(records_json("R0-1"))}
+    return [{**r, **extra} for r in bench_history_check(
+        config.history_sizes, config.history_checks, config.memory_checks)]
 
 
-def _history_rows(h: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return ([(f"Guard.check p50 / p99 at {r['messages']:,} messages (ms)",
-              f"{r['p50_ms']:.3f} / {r['p99_ms']:.3f}") for r in h["check"]]
-            + [(f"create_agent guarded / plain at turn {r['turn']} (p50 ratio)",
-                f"{r['ratio']:.2f}") for r in h["agent_step"]])
+def bench_agent_by_turn(config: BenchConfig) -> list[dict[str, Any]]:
+    """The ``agent_by_turn`` sweep: :func:`bench_history_agent`'s rows.
+
+    Each also has ``size`` (the history's length when the turn starts) and ``p50_ms`` /
+    ``p99_ms``: the guarded step's (the plain step's are ``plain_p50_ms`` / ``plain_p99_ms``).
+    """
+    return [{"size": r["messages"], "p50_ms": r["guarded_p50_ms"],
+             "p99_ms": r["guarded_p99_ms"], **r}
+            for r in bench_history_agent(config.agent_turns, config.agent_window)]
 
 
-def _history_tables(h: Mapping[str, Any]) -> list[Table]:
-    checks = Table(title=f"Guard.check by history length ({h['tools']} tools, "
-                         f"~{h['result_chars']} char JSON tool results)")
+def _history_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    return [(f"Guard.check p50 / p99 at {r['messages']:,} messages (ms)",
+             f"{r['p50_ms']:.3f} / {r['p99_ms']:.3f}") for r in rows]
+
+
+def _agent_by_turn_rows(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    return [(f"create_agent guarded / plain at turn {r['turn']} (p50 ratio)",
+             f"{r['ratio']:.2f}") for r in rows]
+
+
+def _history_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
+    tools, chars = (rows[0]["tools"], rows[0]["result_chars"]) if rows else (0, 0)
+    checks = Table(title=f"Guard.check by history length ({tools} tools, "
+                         f"~{chars} char JSON tool results)")
     for col in ("messages", "cold ms", "warm p50 ms", "warm p99 ms", "mem peak KB (median / max)",
                 "allowed"):
         checks.add_column(col, justify="right")
-    for r in h["check"]:
+    for r in rows:
         checks.add_row(f"{r['messages']:,}", f"{r['cold_ms']:.1f}", f"{r['p50_ms']:.3f}",
                        f"{r['p99_ms']:.3f}",
                        f"{r['mem_peak_kb']:.1f} / {r['mem_peak_max_kb']:.1f}",
                        f"{100 * r['allowed']:.0f}%")
+    return [checks]
+
+
+def _agent_by_turn_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
     steps = Table(title="create_agent step deep in a conversation: plain vs + GuardMiddleware")
     for col in ("turn (timed)", "messages", "plain p50 / p99 ms", "guarded p50 / p99 ms",
                 "ratio (p50)", "overhead ms"):
         steps.add_column(col, justify="right")
-    for r in h["agent_step"]:
+    for r in rows:
         steps.add_row(f"{r['turn']} ({r['first_turn']}-{r['last_turn']})", f"{r['messages']:,}",
                       f"{r['plain_p50_ms']:.2f} / {r['plain_p99_ms']:.2f}",
                       f"{r['guarded_p50_ms']:.2f} / {r['guarded_p99_ms']:.2f}",
                       f"{r['ratio']:.2f}", f"{r['overhead_ms']:.2f}")
-    return [checks, steps]
+    return [steps]
 
 
 # ---------------------------------------------------------------------------- tools, KG sweeps
@@ -672,8 +691,10 @@ MEASUREMENTS: Final[list[Measurement]] = [
 """The quick measurements of one run (``toolguard bench overhead``), in order."""
 
 SWEEPS: Final[list[Measurement]] = [
-    Measurement("history", "history length: Guard.check and create_agent step",
-                bench_history, _history_rows, _history_tables),
+    Measurement("history", "history length: Guard.check", bench_history, _history_rows,
+                _history_tables),
+    Measurement("agent_by_turn", "create_agent step by turn of one long conversation",
+                bench_agent_by_turn, _agent_by_turn_rows, _agent_by_turn_tables),
     Measurement("tools", "tool count", bench_tools_sweep, _no_rows,
                 lambda rows: [bench_tools.table(rows)]),
     Measurement("kg", "KG size through a store", bench_kg_sweep, _no_rows,
@@ -686,16 +707,15 @@ def step_ratios(result: Mapping[str, Any]) -> dict[str, Any]:
     """The guarded / plain p50 step ratios found in ``result``, in one place.
 
     ``tool_node`` (``step``), ``agent`` (``agent_step``) and ``agent_by_turn`` (``{turn:
-    ratio}`` from the ``history`` sweep), each only when measured; ``{}`` when none is.
+    ratio}`` from the ``agent_by_turn`` sweep), each only when measured; ``{}`` when none is.
     """
     out: dict[str, Any] = {}
     if isinstance(result.get("step"), Mapping):
         out["tool_node"] = result["step"]["ratio"]
     if isinstance(result.get("agent_step"), Mapping):
         out["agent"] = result["agent_step"]["ratio"]
-    history_ = result.get("history")
-    if isinstance(history_, Mapping) and history_.get("agent_step"):
-        out["agent_by_turn"] = {str(r["turn"]): r["ratio"] for r in history_["agent_step"]}
+    if result.get("agent_by_turn"):
+        out["agent_by_turn"] = {str(r["turn"]): r["ratio"] for r in result["agent_by_turn"]}
     return out
 
 
@@ -731,8 +751,8 @@ def main(*, calls: int = 2000, steps: int = 300, json_path: str | None = None,
         calls: ``Guard.check`` calls timed by ``check``.
         steps: Steps timed per variant by ``step`` and ``agent_step``.
         json_path: Write the result here (``None``: nowhere).
-        sweeps: Also run :data:`SWEEPS` (``history``, ``tools``, ``kg``; minutes, not
-            seconds).
+        sweeps: Also run :data:`SWEEPS` (``history``, ``agent_by_turn``, ``tools``, ``kg``;
+            a minute or two, not seconds).
         config: The sweeps' sizes (:class:`BenchConfig`; its ``calls`` and ``steps`` are
             replaced by the arguments).
         measurements: Run these instead of :data:`MEASUREMENTS` (+ :data:`SWEEPS`).
@@ -740,11 +760,11 @@ def main(*, calls: int = 2000, steps: int = 300, json_path: str | None = None,
     Returns:
         ``{name: numbers}`` per measurement: ``check`` (``p50_ms``, ``p99_ms``, ``mean_ms``,
         ``n``, ``distinct_cases``), ``step`` and ``agent_step`` (:func:`pair_summary`'s keys;
-        ``agent_step`` also ``case``, ``tools``, ``call``); with ``sweeps``, ``history``
-        (``tools``, ``result_chars``, ``check``: :func:`bench_history_check`'s rows,
-        ``agent_step``: :func:`bench_history_agent`'s rows), ``tools``
-        (:func:`bench_tools.sweep_tools`'s rows) and ``kg`` (:func:`bench_kg.sweep_store`'s
-        rows).  Plus ``step_ratio`` (:func:`step_ratios`) when a step pair was measured.
+        ``agent_step`` also ``case``, ``tools``, ``call``); with ``sweeps``, lists of rows
+        with ``size``, ``p50_ms`` and ``p99_ms``: ``history`` (:func:`bench_history`),
+        ``agent_by_turn`` (:func:`bench_agent_by_turn`), ``tools``
+        (:func:`bench_tools.sweep_tools`) and ``kg`` (:func:`bench_kg.sweep_store`).  Plus
+        ``step_ratio`` (:func:`step_ratios`) when a step pair was measured.
 
     Raises:
         ValueError: ``calls`` or ``steps`` < 1, or a sweep size < 1.

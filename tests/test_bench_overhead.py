@@ -105,22 +105,25 @@ def test_the_sweeps_at_tiny_sizes_write_one_consistent_json(
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
 
     h = result["history"]
-    assert h["tools"] == 10 and 900 <= h["result_chars"] == len(records_json("R0-1")) <= 1200
-    assert [r["size"] for r in h["check"]] == [6, 21]
-    for r in h["check"]:
+    assert [r["size"] for r in h] == [6, 21]
+    for r in h:
+        assert r["tools"] == 10 and 900 <= r["result_chars"] == len(records_json("R0-1")) <= 1200
         assert r["messages"] == r["size"] and r["checks"] == 3 and r["memory_checks"] == 2
         assert r["p99_ms"] >= r["p50_ms"] > 0 and r["cold_ms"] > 0
         assert r["mem_peak_max_kb"] >= r["mem_peak_kb"] > 0
         assert r["allowed"] == 1.0  # the benchmark's calls are grounded: the allow path
-    assert [(r["turn"], r["first_turn"], r["last_turn"]) for r in h["agent_step"]] == [
+    turns = result["agent_by_turn"]
+    assert [(r["turn"], r["first_turn"], r["last_turn"]) for r in turns] == [
         (2, 2, 4), (6, 5, 7)] == agent_windows((2, 6), 3)
-    for r in h["agent_step"]:
-        assert r["steps"] == 3 and r["messages"] == 4 * (r["turn"] - 1)
+    for r in turns:
+        assert r["steps"] == 3 and r["size"] == r["messages"] == 4 * (r["turn"] - 1)
         assert r["ratio"] == pytest.approx(r["guarded_p50_ms"] / r["plain_p50_ms"])
         assert r["guarded_p99_ms"] >= r["guarded_p50_ms"] > 0
         assert r["plain_p99_ms"] >= r["plain_p50_ms"] > 0
-    assert result["step_ratio"]["agent_by_turn"] == {"2": h["agent_step"][0]["ratio"],
-                                                     "6": h["agent_step"][1]["ratio"]}
+    assert result["step_ratio"]["agent_by_turn"] == {"2": turns[0]["ratio"],
+                                                     "6": turns[1]["ratio"]}
+    for key in ("history", "agent_by_turn", "tools", "kg"):
+        assert all({"size", "p50_ms", "p99_ms"} <= set(r) for r in result[key]), key
 
     tools = result["tools"]
     assert {(r["form"], r["size"]) for r in tools} == {
@@ -133,6 +136,7 @@ def test_the_sweeps_at_tiny_sizes_write_one_consistent_json(
 
     text = capsys.readouterr().out
     assert "Guard.check by history length" in text and "tool-count sweep" in text
+    assert "create_agent step deep in a conversation" in text
     assert "KG per turn through a LangGraph store" in text
 
 
