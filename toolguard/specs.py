@@ -374,16 +374,32 @@ def _fingerprint(tool: Any) -> Any:
         return _UNCACHEABLE
 
 
-def _copy_dict(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of a tool dict: a JSON round trip (C speed), else ``copy.deepcopy``.
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
 
-    A round trip turns tuples into lists and keys into strings; such a copy compares
-    unequal to the dict, which only costs a rebuilt spec.
+
+def _copy_dict(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a tool dict that shares its strings and numbers with the original.
+
+    Containers (dicts, lists, tuples) are copied, so an in-place edit of the tool shows as
+    a difference; immutable leaves are shared, so comparing the copy with the unchanged
+    tool meets identical objects and is about a third faster than comparing a JSON round
+    trip (and building it twice as fast).  Other values are deep-copied.
     """
-    try:
-        return cast(dict[str, Any], json.loads(json.dumps(tool)))
-    except (TypeError, ValueError):  # not JSON (a type, a tuple key, NaN is fine)
-        return copy.deepcopy(dict(tool))
+    return cast(dict[str, Any], _copy_tree(tool, 0))
+
+
+def _copy_tree(value: Any, depth: int) -> Any:
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if depth > 200:  # deeper than any schema: copied whole (rare; no recursion limit)
+        return copy.deepcopy(value)
+    if isinstance(value, Mapping):
+        return {k: _copy_tree(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_tree(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy_tree(v, depth + 1) for v in value)
+    return copy.deepcopy(value)
 
 
 def _unchanged(tool: Any, fingerprint: Any) -> bool:
