@@ -354,6 +354,18 @@ def test_coerce_follows_changes_to_the_same_object() -> None:
     doc["description"] = "Weather and forecast for a city."
     changed = ToolSpec.coerce(doc)
     assert changed.description == "Weather and forecast for a city." and changed != first
+    # an edit deep inside (the copy shares only strings and numbers with the dict)
+    nested = {"name": "pick", "description": "Pick a colour.", "parameters": {
+        "type": "object", "properties": {"colour": {"type": "string",
+                                                    "enum": ["red", "blue"]}}},
+        "tags": ("ui", "colour")}
+    kept = ToolSpec.coerce(nested)
+    assert ToolSpec.coerce(nested) is kept  # a tuple inside no longer forces a rebuild
+    nested["parameters"]["properties"]["colour"]["enum"].append("green")
+    grown = ToolSpec.coerce(nested)
+    assert grown is not kept
+    assert grown.properties["colour"]["enum"] == ["red", "blue", "green"]
+    assert kept.properties["colour"]["enum"] == ["red", "blue"]
 
 
 @tool

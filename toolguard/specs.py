@@ -253,7 +253,9 @@ class ToolSpec(BaseModel):
         if cls is not ToolSpec:
             return cls._coerce(tool)
         if isinstance(tool, BaseTool | Mapping):
-            spec = cls._coerce(tool)
+            # a dict's spec gets its own containers: an edit of the dict later must not
+            # reach a spec that is already hashed and shared
+            spec = cls._coerce(_own_copy(tool) if isinstance(tool, Mapping) else tool)
             fingerprint = _fingerprint(tool)
             if fingerprint is not _UNCACHEABLE:
                 _COERCED.put(id(tool), (tool, fingerprint, spec))
@@ -386,6 +388,14 @@ def _copy_dict(tool: Mapping[str, Any]) -> dict[str, Any]:
     trip (and building it twice as fast).  Other values are deep-copied.
     """
     return cast(dict[str, Any], _copy_tree(tool, 0))
+
+
+def _own_copy(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    """:func:`_copy_dict`, or the dict itself when it cannot be copied."""
+    try:
+        return _copy_dict(tool)
+    except Exception:  # an uncopyable value: the spec shares it (as before)
+        return tool
 
 
 def _copy_tree(value: Any, depth: int) -> Any:
