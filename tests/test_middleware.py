@@ -82,6 +82,41 @@ def test_refused_calls_are_answered_before_the_tool_node_and_never_run(
     assert model.position == 3
 
 
+def test_a_message_replaced_after_the_model_is_checked_again_and_counted_once(
+        recorder: Recorder) -> None:
+    """Counters come with the model call's state update; a message another middleware put
+    in place of the checked one is checked (and counted) in ``after_model`` instead."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import RemoveMessage
+
+    class Replace(AgentMiddleware):  # runs its after_model before the guard's (listed later)
+        def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            last = state["messages"][-1]
+            if not isinstance(last, AIMessage) or not last.tool_calls or last.id == "swapped":
+                return None
+            swapped = AIMessage("", id="swapped", tool_calls=[
+                {**tc, "name": "get_wether" if tc["id"] == "b" else tc["name"]}
+                for tc in last.tool_calls])
+            return {"messages": [RemoveMessage(id=str(last.id)), swapped]}
+
+    script = [ai_calls(("get_weather", {"city": "Paris"}, "a"),
+                       ("get_time", {"city": "Paris"}, "b")), AIMessage("Done.")]
+    plain, _ = agent(script, recorder)
+    out = run(plain)
+    assert out["toolguard"]["checked"] == 2 and out["toolguard"]["allowed"] == 2
+    assert out["toolguard"]["blocked"] == 0  # counted once, in the model call's update
+    recorder.calls.clear()
+    swapped, _ = agent(script, recorder, GuardMiddleware(), Replace())
+    out = run(swapped)
+    assert recorder.calls == [("get_weather", {"city": "Paris"})]  # the swapped-in typo: refused
+    assert answers_by_id(out["messages"])["b"][0].artifact["toolguard"]["hallucination"] == "type"
+    # the model call counted the original message; after_model counts the replacement in
+    # its place: each call once
+    assert out["toolguard"]["checked"] == 2 and out["toolguard"]["blocked"] == 1
+    assert out["toolguard"]["allowed"] == 1 and out["toolguard"]["type"] == 1
+    assert_every_call_answered_once(out["messages"])
+
+
 def test_ask_user_interrupts_with_a_hitl_shaped_payload_and_resumes(recorder: Recorder) -> None:
     script = [ai_calls(("get_weather", {"city": "Reykjavik"}, "w"),
                        ("get_time", {"city": "Paris"}, "t")),

@@ -35,6 +35,7 @@ from toolguard.state import (
     close_dangling_calls,
     count_verdicts,
     emit,
+    merge_counters,
     validate_ask_user,
 )
 from toolguard.steps import AskMode, plan_step, with_unique_ids
@@ -208,8 +209,10 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
                 else ModelResponse(result=[inner]),
                 command=response.command if isinstance(response, ExtendedModelResponse)
                 else None)
-        return with_update(response, {VERDICTS_KEY: {
-            "message_id": message.id, "verdicts": [v.model_dump(mode="json") for v in verdicts]}})
+        return with_update(response, {
+            VERDICTS_KEY: {"message_id": message.id,
+                           "verdicts": [v.model_dump(mode="json") for v in verdicts]},
+            "toolguard": count_verdicts(verdicts)})
 
     # ------------------------------------------------------------------ after the model
     @hook_config(can_jump_to=["end", "model"])
@@ -219,15 +222,19 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         step = self._step(state)
         if step is None:
             return None
-        message, verdicts = step
+        message, verdicts, counts = step
         if not verdicts:
             return None
+        if counts is None and all(v.action == "allow" for v in verdicts):
+            _observe(verdicts, getattr(runtime, "stream_writer", None))
+            return None  # counted with the model call's update; nothing to answer
         mode: AskMode = "interrupt" if can_interrupt(self.ask_user, _config()) else "end"
         plan = plan_step(message, verdicts, ask=mode)
         if plan.questions:
             plan = plan_step(message, verdicts, ask=mode, answers=ask_user(plan.questions))
         _observe(verdicts, getattr(runtime, "stream_writer", None))
-        update: dict[str, Any] = {"toolguard": count_verdicts(verdicts)}
+        # counted with the model call's update unless checked here
+        update: dict[str, Any] = {"toolguard": counts} if counts is not None else {}
         out: list[BaseMessage] = [plan.edited] if plan.edited is not None else []
         out.extend(plan.messages)
         if out:
@@ -244,8 +251,15 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         """Async twin of :meth:`after_model` (the verdicts were computed with ``acheck``)."""
         return self.after_model(state, runtime)
 
-    def _step(self, state: Mapping[str, Any]) -> tuple[AIMessage, list[Verdict]] | None:
-        """The latest ``AIMessage`` with calls and the verdicts on its unanswered calls."""
+    def _step(self, state: Mapping[str, Any]
+              ) -> tuple[AIMessage, list[Verdict], dict[str, int] | None] | None:
+        """The latest ``AIMessage`` with calls, its verdicts, and counters to add here.
+
+        The verdicts are those on its unanswered calls.  The counters are ``None`` when the
+        model call checked (and counted) this message; else they count it here, minus the
+        model call's count of a message another middleware removed in its place (each call
+        is counted once).
+        """
         messages = list(state.get("messages") or [])
         pos = next((i for i in range(len(messages) - 1, -1, -1)
                     if isinstance(messages[i], AIMessage | HumanMessage)), None)
@@ -257,11 +271,17 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
             return None
         answered = {m.tool_call_id for m in messages[pos + 1:] if isinstance(m, ToolMessage)}
         record = state.get(VERDICTS_KEY) or {}
+        counts: dict[str, int] | None = None
         if record.get("message_id") == message.id and message.id is not None:
             verdicts = [Verdict.model_validate(v) for v in record.get("verdicts") or []]
         else:  # not checked in the model call (another middleware replaced the message)
             verdicts = self._recheck(messages[:pos + 1], state)
-        return message, [v for v in verdicts if v.tool_call_id not in answered]
+            counts = count_verdicts(verdicts)
+            if record.get("verdicts") and record.get("message_id") not in {
+                    m.id for m in messages}:  # the checked message was removed: uncount it
+                old = count_verdicts([Verdict.model_validate(v) for v in record["verdicts"]])
+                counts = merge_counters(counts, {k: -n for k, n in old.items()})
+        return message, [v for v in verdicts if v.tool_call_id not in answered], counts
 
     def _recheck(self, messages: list[BaseMessage], state: Mapping[str, Any]) -> list[Verdict]:
         guard = self._last
