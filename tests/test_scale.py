@@ -547,3 +547,41 @@ def test_steering_prefilter_never_hides_a_cue() -> None:
         assert not STEERING.search(text) or may_steer(text), text
     assert all(STEERING.search(t) for t in cues)
     assert not any(may_steer(t) for t in plain)
+
+
+def test_concurrent_checks_of_one_conversation_index_each_text_once() -> None:
+    """Threads checking the same history share its reading; each text is indexed once (two
+    extending the index at once had added texts twice, and then skipped new ones)."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    doc = {"name": "lookup", "description": "Look up a record.", "parameters": {
+        "type": "object", "properties": {"record_id": {"type": "string"}},
+        "required": ["record_id"]}}
+    guard = Guard([doc])
+    msgs: list[Any] = [HumanMessage("Look up record R0 please.", id="u0")]
+    for i in range(60):
+        msgs.append(AIMessage("", id=f"a{i}", tool_calls=[
+            {"name": "lookup", "args": {"record_id": f"R{i}"}, "id": f"c{i}"}]))
+        result = f'{{"id": "R{i}", "next": "R{i + 1}", "day": "2026-03-0{i % 9 + 1}"}}'
+        msgs.append(ToolMessage(result, tool_call_id=f"c{i}", id=f"t{i}"))
+    msgs.append(AIMessage("", id="last", tool_calls=[
+        {"name": "lookup", "args": {"record_id": "R60"}, "id": "c60"}]))
+    guard.check(msgs[:2])  # the conversation is known; its grounding is read on demand
+    prefixes = [msgs] * 16
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave inside the indexing
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(guard.check, prefixes))
+    finally:
+        sys.setswitchinterval(switch)
+    refused = [(v.tool_call_id, v.reason) for vs in results for v in vs if v.action != "allow"]
+    assert not refused
+    conv = guard.reader.read(msgs)
+    index = conv.grounding
+    assert index.texts_added == len(conv.texts)
+    index.ensure("records")
+    assert len(index.records) == len(set(index.record_result)) == 60  # one record per result

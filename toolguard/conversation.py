@@ -415,6 +415,7 @@ class Conversation:
     _by_key: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)
     _ok_by_name: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
     _index: Any = field(default=None, repr=False)
+    _index_lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def read(cls, messages: MessagesLike, *, grounding: Iterable[str] = ()) -> Conversation:
@@ -540,11 +541,12 @@ class Conversation:
         """The :class:`~toolguard.grounding.GroundingIndex` of :attr:`texts`, extended on use."""
         from toolguard.grounding import GroundingIndex
 
-        if self._index is None:
-            self._index = GroundingIndex()
-        index: GroundingIndex = self._index
-        if index.texts_added < len(self.texts):
-            index.extend(self.texts[index.texts_added:])
+        with self._index_lock:  # two threads extending at once would index texts twice
+            if self._index is None:
+                self._index = GroundingIndex()
+            index: GroundingIndex = self._index
+            if index.texts_added < len(self.texts):
+                index.extend(self.texts[index.texts_added:])
         return index
 
 
@@ -578,7 +580,11 @@ class ConversationReader:
 
         Only the messages not read before are looked at (no copy of the history), so a
         step of a long conversation costs its new messages.  The returned object is shared
-        with later reads of the same thread: treat it as read-only.
+        with later reads of the same thread: treat it as read-only.  Checks of one
+        conversation may run in several threads at once when they read the same messages
+        (its grounding index is extended under a lock); a longer read of it while a check
+        of a shorter one runs extends what that check sees, so a conversation's steps are
+        checked one after another, as LangGraph runs a thread's steps.
 
         Raises:
             InputError: A message is not a LangChain message.

@@ -31,6 +31,7 @@ import itertools
 import json
 import math
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -506,6 +507,7 @@ class GroundingIndex:
     # texts waiting for the lazy facets: (ordinal, text, bit, states a number)
     _pending: list[tuple[int, SourcedText, int, bool]] = field(default_factory=list)
     _done: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FACETS, 0))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     # ------------------------------------------------------------------ building
     def add(self, text: SourcedText) -> None:
@@ -549,13 +551,14 @@ class GroundingIndex:
         Raises:
             KeyError: An unknown facet.
         """
-        start = self._done[facet]
-        if start == len(self._pending):
+        if self._done[facet] == len(self._pending):
             return
-        index = getattr(self, "_index_" + facet)
-        for entry in self._pending[start:]:
-            index(*entry)
-        self._done[facet] = len(self._pending)
+        with self._lock:  # checks of one conversation in two threads: index each text once
+            start, end = self._done[facet], len(self._pending)
+            index = getattr(self, "_index_" + facet)
+            for entry in self._pending[start:end]:
+                index(*entry)
+            self._done[facet] = end
 
     def _index_numbers(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
         if text.source != "tool" and ARITHMETIC_CUE.search(text.text):
