@@ -117,6 +117,34 @@ def test_a_message_replaced_after_the_model_is_checked_again_and_counted_once(
     assert_every_call_answered_once(out["messages"])
 
 
+def test_structured_output_passes_untouched(recorder: Recorder) -> None:
+    """``response_format=ToolStrategy(...)``: create_agent answers its own output tool; the
+    guard checks only the agent's tools and never re-checks the answered output call."""
+    from langchain.agents.structured_output import ToolStrategy
+    from pydantic import BaseModel
+
+    class Forecast(BaseModel):
+        city: str
+        summary: str
+
+    class Spy(GuardMiddleware):
+        rechecked = 0
+
+        def _recheck(self, messages: Any, state: Any) -> Any:
+            Spy.rechecked += 1
+            return super()._recheck(messages, state)
+
+    script = [ai_calls(("get_weather", {"city": "Paris"}, "w")),
+              ai_calls(("Forecast", {"city": "Paris", "summary": "sunny"}, "s"))]
+    graph, _ = agent(script, recorder, Spy(), response_format=ToolStrategy(Forecast))
+    out = run(graph, "Weather in Paris, as a forecast?")
+    assert Spy.rechecked == 0
+    assert out["structured_response"] == Forecast(city="Paris", summary="sunny")
+    assert recorder.calls == [("get_weather", {"city": "Paris"})]
+    assert out["toolguard"]["checked"] == 1 and out["toolguard"]["allowed"] == 1
+    assert_every_call_answered_once(out["messages"])
+
+
 def test_ask_user_interrupts_with_a_hitl_shaped_payload_and_resumes(recorder: Recorder) -> None:
     script = [ai_calls(("get_weather", {"city": "Reykjavik"}, "w"),
                        ("get_time", {"city": "Paris"}, "t")),

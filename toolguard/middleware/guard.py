@@ -270,6 +270,9 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         if not (message.tool_calls or message.invalid_tool_calls):
             return None
         answered = {m.tool_call_id for m in messages[pos + 1:] if isinstance(m, ToolMessage)}
+        if all(c.get("id") in answered for c in [*message.tool_calls,
+                                                 *message.invalid_tool_calls]):
+            return None  # nothing left to decide (a structured response create_agent answered)
         record = state.get(VERDICTS_KEY) or {}
         counts: dict[str, int] | None = None
         if record.get("message_id") == message.id and message.id is not None:
