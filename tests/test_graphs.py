@@ -265,7 +265,7 @@ def test_graph_shape() -> None:
     model = ScriptedChatModel(script=[])
     guarded = create_guarded_agent(model, Recorder().tools()).get_graph()
     nodes = set(guarded.nodes)
-    assert {"model", "tools", "GuardMiddleware.after_model", "GuardMiddleware.before_agent",
+    assert {"model", "tools", "GuardMiddleware.after_model",
             "RetryControllerMiddleware.before_model"} <= nodes
     edges = {(e.source, e.target) for e in guarded.edges}
     # the guard's after_model runs first; the loop guard's (listed before it) then routes

@@ -250,16 +250,25 @@ def test_string_arguments_are_parsed_for_the_tool_node(recorder: Recorder) -> No
     assert recorder.calls == [("get_weather", {"city": "Paris"})]
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
 def test_a_new_user_message_instead_of_a_resume_closes_the_pending_calls(
-        recorder: Recorder) -> None:
+        recorder: Recorder, asynchronous: bool) -> None:
+    import asyncio
+
     script = [ai_calls(("get_weather", {"city": "Paris"}, "w1"),
                        ("send_email", {"to": "bob@example.com", "body": "hi"}, "b1")),
               ai_calls(("get_time", {"city": "Paris"}, "t2")), AIMessage("12:00.")]
-    graph, _ = agent(script, recorder, checkpointer=InMemorySaver())
+    graph, model = agent(script, recorder, checkpointer=InMemorySaver())
     first = run(graph, "Weather in Paris, and email it to my colleague", thread("leak"))
     assert first["__interrupt__"][0].value["questions"][0]["tool_call_id"] == "b1"
-    out = run(graph, "Never mind. What time is it in Paris?", thread("leak"))
+    request = {"messages": [HumanMessage("Never mind. What time is it in Paris?")]}
+    out = (asyncio.run(graph.ainvoke(request, thread("leak"))) if asynchronous
+           else graph.invoke(request, thread("leak")))
     messages = out["messages"]
+    # the model itself was shown a valid history: every call answered, the user message last
+    seen = model.calls[1]
+    assert_every_call_answered_once(seen)
+    assert isinstance(seen[-1], HumanMessage) and "Never mind" in str(seen[-1].content)
     assert_every_call_answered_once(messages)
     # the dangling calls are answered before the new user message, never after it
     new_user = next(i for i, m in enumerate(messages)

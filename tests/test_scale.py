@@ -492,13 +492,15 @@ def _lookups(g: Any) -> list[Any]:
             g.rounded(50.0, 0), g.date(2026, 4, 9), g.date(2026, 3, 6), g.date(2026, 4, 4),
             g.time(17, 0), g.time(12, 30), g.today == dt.date(2026, 3, 2), g.relative_dates,
             g.arithmetic_cues, sorted(g.spans), g.records_with(["r2"]),
-            sorted(g.steering_records), g.result_numbers, g.codes]
+            sorted(g.steering_records), g.result_numbers, g.codes,
+            g.token("eveevil"), g.token("fridayat"), g.phrase(["12", "30"]), g.token("r2note"),
+            g.trusted_run("nextfriday"), g.trusted_run("eveevil")]
 
 
 def test_lazy_facets_answer_as_if_every_text_were_indexed_at_once() -> None:
-    """Numbers, dates, times and records are indexed on first use, each text once, in order:
-    lookups interleaved with adds give what an index built up front gives."""
-    from toolguard.grounding import FACETS, GroundingIndex
+    """Joined runs, numbers, dates, times and records are indexed on first use, each text
+    once, in order: lookups interleaved with adds give what an index built up front gives."""
+    from toolguard.grounding import FACETS, SOURCE_BITS, GroundingIndex, Match
 
     texts = _texts()
     eager = GroundingIndex()
@@ -515,18 +517,28 @@ def test_lazy_facets_answer_as_if_every_text_were_indexed_at_once() -> None:
     found = _lookups(eager)
     assert found[0].found and found[5].found and found[9].found and found[10]
     assert found[14] and found[15] == found[14]  # the injected record, flagged as steering
+    # joined runs: the tool that stated the run, not the first to state its words
+    assert found[18] == Match(SOURCE_BITS["tool"], "search", "joined")
+    assert found[19].how == "joined" and found[19].tool is None and found[19].found
+    assert found[21] == Match(SOURCE_BITS["tool"], "search", "joined")
+    assert found[22] == SOURCE_BITS["user"] and found[23] == 0  # the user side's runs only
     with pytest.raises(KeyError):
         eager.ensure("nonsense")
 
 
 def test_words_only_check_leaves_number_and_date_facets_unread() -> None:
-    """A call whose values are words only never pays for the date and number patterns."""
+    """A call whose values are stated words never pays for joined runs, the date and the
+    number patterns; a word not stated is looked up among the runs."""
     from toolguard.grounding import GroundingIndex
 
     g = GroundingIndex()
     g.extend(_texts())
-    assert g.token("friday").found and not g.token("saturday").found
-    assert g._done == {"numbers": 0, "dates": 0, "times": 0, "records": 0}
+    assert g.token("friday").found and g.phrase(["next", "friday"]).found
+    assert g._done == {"joined": 0, "numbers": 0, "dates": 0, "times": 0, "records": 0}
+    assert g.trusted_run("nextfriday") and not g.trusted_run("eveevil")
+    assert g._done["joined"] == 0  # the user side's runs were indexed when added
+    assert not g.token("saturday").found
+    assert g._done["joined"] == 4
     g.date(2026, 4, 9)
     assert g._done["dates"] == 4 and g._done["numbers"] == 0
 

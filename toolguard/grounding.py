@@ -456,7 +456,7 @@ class Match:
 NOWHERE = Match()
 
 
-FACETS = ("numbers", "dates", "times", "records")
+FACETS = ("joined", "numbers", "dates", "times", "records")
 """The parts of :class:`GroundingIndex` read lazily: a text is indexed for a facet the first
 time a lookup needs that facet (each text still once per facet, in order)."""
 
@@ -467,10 +467,11 @@ _DIGIT = re.compile(r"\d")
 class GroundingIndex:
     """The index (module docstring).  Add texts with :meth:`add`; look values up.
 
-    :meth:`add` indexes a text's tokens (and the cheap ``codes`` flag) at once; numbers,
-    dates and clock times, and tool-result records (:data:`FACETS`) are indexed the first
-    time a lookup needs them (:meth:`ensure`), so a check whose values are all words or
-    identifiers never pays for the date and number patterns of a long tool result.  The
+    :meth:`add` indexes a text's tokens and adjacent pairs (and the cheap ``codes`` flag)
+    at once; joined runs, numbers, dates and clock times, and tool-result records
+    (:data:`FACETS`) are indexed the first time a lookup needs them (:meth:`ensure`), so a
+    check whose values are all stated words never pays for the runs, the date and the
+    number patterns of a long tool result.  The
     attributes of a facet are complete after :meth:`ensure` of it; the lookup methods call
     it themselves.
 
@@ -480,13 +481,14 @@ class GroundingIndex:
 
     tokens: dict[str, int] = field(default_factory=dict)
     bigrams: dict[tuple[str, str], int] = field(default_factory=dict)
-    joined: dict[str, int] = field(default_factory=dict)
+    _joined: dict[str, int] = field(default_factory=dict)
     numbers: dict[float, int] = field(default_factory=dict)
     result_numbers: list[float] = field(default_factory=list)
     _relative_dates: int = 0
     rounded_numbers: dict[int, set[float]] = field(default_factory=dict)
     prefixes: dict[str, set[str]] = field(default_factory=dict)
     tool_of: dict[str, str] = field(default_factory=dict)
+    _run_tool_of: dict[str, str] = field(default_factory=dict)
     standalone: dict[float, int] = field(default_factory=dict)
     dates: dict[tuple[int, int], int] = field(default_factory=dict)
     spans: set[int] = field(default_factory=set)
@@ -517,8 +519,11 @@ class GroundingIndex:
         if not text.text or text.source == "assistant":
             return
         toks = tokens_of(text.text)
-        tool = text.tool if text.source == "tool" else None
-        self._add_tokens(toks, bit, tool)
+        if text.source == "tool":  # its joined runs wait for the first lookup that needs them
+            self._add_tokens(toks, bit, text.tool)
+        else:  # the user side's runs at once: provenance asks what the user side states
+            self._add_tokens(toks, bit, None)
+            self._add_runs(toks, bit, None)
         if _CODE_TOKEN.search(text.text):
             self.codes |= bit
         # numbers_in states a number exactly when the text has a digit or a number word
@@ -526,18 +531,14 @@ class GroundingIndex:
         self._pending.append((self.texts_added, text, bit, has_num))
 
     def _add_tokens(self, toks: list[str], bit: int, tool: str | None) -> None:
-        """Tokens, adjacent pairs, joined runs of 2-3 tokens and the prefix index."""
-        tokens, joined, bigrams, tool_of = self.tokens, self.joined, self.bigrams, self.tool_of
-        pairs = set(itertools.pairwise(toks))
-        runs = {a + b for a, b in pairs}
-        runs.update(a + b + c for a, b, c in zip(toks, toks[1:], toks[2:], strict=False))
+        """Tokens, adjacent pairs and the prefix index (joined runs: :meth:`_index_joined`)."""
+        tokens, bigrams, tool_of = self.tokens, self.bigrams, self.tool_of
         words = set(toks)
-        for table, keys in ((tokens, words), (joined, runs)):
-            for key in keys:
-                table[key] = table.get(key, 0) | bit
-                if tool is not None and key not in tool_of:
-                    tool_of[key] = tool
-        for pair in pairs:
+        for key in words:
+            tokens[key] = tokens.get(key, 0) | bit
+            if tool is not None and key not in tool_of:
+                tool_of[key] = tool
+        for pair in set(itertools.pairwise(toks)):
             bigrams[pair] = bigrams.get(pair, 0) | bit
         for t in words:
             if len(t) >= 4:
@@ -559,6 +560,30 @@ class GroundingIndex:
             for entry in self._pending[start:end]:
                 index(*entry)
             self._done[facet] = end
+
+    def _index_joined(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
+        if text.source == "tool":  # other texts' runs are indexed when added
+            self._add_runs(tokens_of(text.text), bit, text.tool)
+
+    def _add_runs(self, toks: list[str], bit: int, tool: str | None) -> None:
+        """Joined runs of 2-3 adjacent tokens (``janesmith``, ``20240501``)."""
+        runs = {a + b for a, b in itertools.pairwise(toks)}
+        runs.update(a + b + c for a, b, c in zip(toks, toks[1:], toks[2:], strict=False))
+        joined, tool_of = self._joined, self._run_tool_of
+        for key in runs:
+            joined[key] = joined.get(key, 0) | bit
+            if tool is not None and key not in tool_of:
+                tool_of[key] = tool
+
+    @property
+    def joined(self) -> dict[str, int]:
+        """Joined runs of 2-3 adjacent tokens -> source bits (tool results' on first use)."""
+        self.ensure("joined")
+        return self._joined
+
+    def trusted_run(self, key: str) -> int:
+        """The :data:`TRUSTED` sources that state ``key`` as a joined run (never lazy)."""
+        return self._joined.get(key, 0) & TRUSTED
 
     def _index_numbers(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
         if text.source != "tool" and ARITHMETIC_CUE.search(text.text):
@@ -655,7 +680,11 @@ class GroundingIndex:
 
     # ------------------------------------------------------------------ lookups
     def _match(self, mask: int, key: str, how: str) -> Match:
-        return Match(mask, self.tool_of.get(key) if mask & SOURCE_BITS["tool"] else None, how)
+        """``how`` is ``"joined"`` for a joined run: the tool that first stated that run."""
+        if not mask & SOURCE_BITS["tool"]:
+            return Match(mask, None, how)
+        return Match(mask, (self._run_tool_of if how == "joined" else self.tool_of).get(key),
+                     how)
 
     def token(self, t: str) -> Match:
         """A single folded token, as a token or as a joined run of tokens."""
@@ -669,21 +698,28 @@ class GroundingIndex:
         """Folded tokens stated together.
 
         Each adjacent pair of the value must be adjacent somewhere, or the whole value be
-        stated joined without separators (``JaneSmith`` for ``jane smith``).
+        stated joined without separators (``JaneSmith`` for ``jane smith``).  The match
+        names the sources of the adjacent words when some source that grounds values
+        states them so (the joined runs are then never read), else those of the joined
+        form: whether the value is found does not depend on the order.
         """
         if not toks:
             return NOWHERE
         if len(toks) == 1:
             return self.token(toks[0])
         joined = "".join(toks)
-        if joined in self.tokens or joined in self.joined:
+        if joined in self.tokens:
             return self.token(joined)
         mask = GROUNDING_MASK | SOURCE_BITS["assistant"]
         for a, b in itertools.pairwise(toks):
             mask &= self.bigrams.get((a, b), 0)
             if not mask:
-                return NOWHERE
-        return self._match(mask, toks[0], "words")
+                break
+        if mask & GROUNDING_MASK:
+            return self._match(mask, toks[0], "words")
+        if joined in self.joined:
+            return self.token(joined)
+        return self._match(mask, toks[0], "words") if mask else NOWHERE
 
     def number(self, x: float) -> Match:
         """A stated number (``x``, or ``x`` as a percentage of a stated one)."""

@@ -109,7 +109,10 @@ class ProvenanceDetector(Detector):
         toks = [t for t in tokens_of(value) if t not in ("http", "https", "www")]
         if not toks:
             return None
-        masks = [g.tokens.get(t, 0) | g.joined.get(t, 0) for t in toks]
+        # Only the user side's joined runs count here ("JaneSmith" said, "jane smith"
+        # returned): a token that only a tool result's runs state is in no record's words,
+        # so records_with below finds nothing for it either way, and those runs stay unread.
+        masks = [g.tokens.get(t, 0) | g.trusted_run(t) for t in toks]
         if all(m & TRUSTED for m in masks):
             return None  # the user side states it
         if not all(m & (TRUSTED | _TOOL) for m in masks) or not any(m & _TOOL for m in masks):

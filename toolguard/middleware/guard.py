@@ -24,6 +24,7 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
+from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
 from toolguard.conversation import message_text
@@ -81,9 +82,10 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
       the turn with a message to the user.  A message with only malformed calls goes back
       to the model.  Verdicts that refused a call are sent as custom stream events
       (``stream_mode="custom"``: ``{"toolguard": {"event": "verdict", ...}}``).
-    - **At the start of a run** (``before_agent``): tool calls left unanswered when the
-      user wrote a new message instead of answering a question are answered "not
-      executed", before the new message, so the history stays valid.
+    - **Before a run's first model call** (in ``wrap_model_call``, no graph node of its
+      own): tool calls left unanswered when the user wrote a new message instead of
+      answering a question are answered "not executed", before the new message, in the
+      model's view and in state (with the model's answer), so the history stays valid.
 
     Place it **last** in ``middleware=[...]``: ``after_model`` hooks run in reverse order,
     so the guard checks a call before other middleware (``HumanInTheLoopMiddleware``)
@@ -152,8 +154,9 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
     ) -> Any:
-        """Call the model, then check the calls of its answer."""
-        response = handler(request)
+        """Answer dangling calls, call the model, then check the calls of its answer."""
+        request, repair = _repaired(request)
+        response = _with_repair(handler(request), repair)
         prepared = self._prepare(request, response)
         if prepared is None:
             return response
@@ -165,7 +168,8 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
         """Async twin of :meth:`wrap_model_call`."""
-        response = await handler(request)
+        request, repair = _repaired(request)
+        response = _with_repair(await handler(request), repair)
         prepared = self._prepare(request, response)
         if prepared is None:
             return response
@@ -295,26 +299,6 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         grounding = [str(v) for v in state.get(GROUNDING_KEY) or []]
         return guard.check(messages, extra_grounding=grounding)
 
-    # ------------------------------------------------------------------ a new run
-    def before_agent(self, state: GuardMiddlewareState,
-                     runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Answer calls left dangling by a new user message (see the class docstring).
-
-        Only a run's input can leave calls dangling, so this runs once per run, not
-        before every model call (a ``before_model`` node cost about as much as the
-        guard's whole check per step: issue 15).
-        """
-        messages = state.get("messages") or []
-        if not messages or not isinstance(messages[-1], HumanMessage):
-            return None  # only a new user message can leave calls dangling
-        fixed = close_dangling_calls(messages)
-        return {"messages": fixed} if fixed else None
-
-    async def abefore_agent(self, state: GuardMiddlewareState,
-                            runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_agent`."""
-        return self.before_agent(state, runtime)
-
 
 def not_answered_by_guard(request: Any) -> bool:
     """``InterruptOnConfig(when=...)`` predicate: the call has no answer yet.
@@ -342,6 +326,43 @@ def _ai_of(response: Any) -> AIMessage | None:
     if isinstance(inner, ModelResponse):
         return next((m for m in reversed(inner.result) if isinstance(m, AIMessage)), None)
     return None
+
+
+def _repaired(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], list[BaseMessage]]:
+    """The request with calls left dangling by a new user message answered, and the fix.
+
+    Only a new user message can leave calls dangling, so only a model call whose last
+    message is a ``HumanMessage`` (a run's first) looks, back to the previous user
+    message.  Formerly a ``before_agent`` node; a graph node costs about as much per run
+    as the guard's whole check (issue 15).
+
+    Returns:
+        ``(request, [])`` when nothing dangles; else the request whose messages hold the
+        answers before the user message, and the state update that does the same
+        (:func:`~toolguard.state.close_dangling_calls`).
+    """
+    messages = request.messages
+    if not messages or not isinstance(messages[-1], HumanMessage):
+        return request, []
+    fix = close_dangling_calls(messages)
+    if not fix:
+        return request, []
+    repaired: Any = add_messages(list[Any](messages), list[Any](fix))
+    return request.override(messages=repaired), fix
+
+
+def _with_repair(response: Any, repair: list[BaseMessage]) -> Any:
+    """``response`` with ``repair`` written to state before the model's messages."""
+    if not repair:
+        return response
+    if isinstance(response, ExtendedModelResponse):
+        return ExtendedModelResponse(model_response=_with_repair(response.model_response,
+                                                                 repair),
+                                     command=response.command)
+    if isinstance(response, ModelResponse):
+        return ModelResponse(result=[*repair, *response.result],
+                             structured_response=response.structured_response)
+    return ModelResponse(result=[*repair, response])
 
 
 def _structured_output_names(request: ModelRequest[Any]) -> set[str]:
