@@ -165,6 +165,42 @@ def test_helper_lookups_named_list_or_find_are_not_irrelevant() -> None:
                        [restaurants, movies]).label == "Irrelevant"
 
 
+def test_a_lookup_of_what_the_user_named_is_not_irrelevant() -> None:
+    """``find_contact("Ulrich")`` before ``create_event`` (attendees' emails) shares no word
+    with "set up a meeting with Ulrich" but resolves what the user named; a lookup whose
+    value the better tool takes as is (a detour), or one that repeats a request word in
+    every parameter, is still irrelevant."""
+    def fn(tool: str, description: str, /, **params: str) -> dict[str, Any]:
+        return {"name": tool, "description": description, "parameters": {
+            "type": "object", "properties": {k: {"type": "string", "description": v}
+                                             for k, v in params.items()}}}
+
+    tools = [fn("find_contact", "Look up a colleague or contact by (part of) their name.",
+                name="Name or part of it."),
+             fn("create_event", "Create a calendar meeting and invite attendees by email.",
+                title="Event title.", date="Day.", attendees="Email addresses of invitees."),
+             fn("find_attractions", "Attractions worth a visit.", location="City."),
+             fn("get_weather", "Weather forecast for a location on a date.",
+                location="City.", date="Day."),
+             fn("search_flights", "Flights between two airports.", origin="From.",
+                destination="To.")]
+    guard = Guard(tools)
+    ask = HumanMessage("Create a calendar meeting with Ulrich Brandt on Friday, please.")
+    assert _only(guard.check([ask, ai_calls(("find_contact", {"name": "Ulrich Brandt"},
+                                             "1"))])).allowed
+    # the same lookup of a name the request does not state: the relevance judge decides
+    other = Guard(tools, detectors=["type"])
+    assert _only(other.check([ask, ai_calls(("find_contact", {"name": "Margot"}, "1"))])
+                 ).hallucination == "type"
+    weather = HumanMessage("What will the weather be in Chicago on Friday?")
+    detour = _only(guard.check([weather, ai_calls(("find_attractions",
+                                                   {"location": "Chicago"}, "1"))]))
+    assert detour.hallucination == "type" and "get_weather" in detour.reason
+    filler = _only(guard.check([ask, ai_calls(("search_flights", {
+        "origin": "Ulrich Brandt", "destination": "Ulrich Brandt"}, "1"))]))
+    assert filler.hallucination == "type"
+
+
 def test_lexical_relevance_does_not_block_gold_multiplication(bfcl: Any) -> None:
     record = bfcl("live_multiple", "live_multiple_193-87-0")  # "How much is 394 times 213?"
     verdict = _only(Guard(record.functions).check(record.messages()))

@@ -104,7 +104,7 @@ tool of a list is a ``get_*`` and its objects overlap another tool's parameters 
 (measured on both detector suites: no false block avoided, irrelevant-tool recall lost)."""
 
 
-def _is_lookup(tool: ToolSpec) -> bool:
+def is_lookup(tool: ToolSpec) -> bool:
     """A read lookup by declaration (``effects="read"``) or by a verb of its name."""
     if tool.effects != "unknown":
         return tool.effects == "read"
@@ -137,13 +137,13 @@ def _object_terms(tool: ToolSpec) -> tuple[frozenset[str], frozenset[str]]:
 def _lookup_feeds(helper: ToolSpec, target: ToolSpec) -> bool:
     """Whether ``helper`` is a lookup step before ``target``.
 
-    A read lookup (:func:`_is_lookup`: ``find_contact``, ``lookup_symbol``,
+    A read lookup (:func:`is_lookup`: ``find_contact``, ``lookup_symbol``,
     ``list_devices``) whose name's object is what ``target`` consumes (its parameters), or
     whose description shares at least two words with what it consumes, words of schema
     prose (``filter``, ``include``, ``optional``) not counted: they linked a restaurant
     search to a movie search.
     """
-    if not _is_lookup(helper):
+    if not is_lookup(helper):
         return False
     inputs = _input_terms(target) - _GENERIC_STEMS - _SCHEMA_STEMS
     name, description = _object_terms(helper)

@@ -17,7 +17,9 @@ from rapidfuzz import process
 from toolguard.context import CheckContext, ProposedCall
 from toolguard.detectors.base import Detector, DetectorOptions, register_detector
 from toolguard.errors import ConfigurationError
-from toolguard.relevance import RelevanceJudge, RelevanceResult
+from toolguard.grounding import tokens_of
+from toolguard.relevance import RelevanceJudge, RelevanceResult, is_lookup
+from toolguard.text import split_identifier
 from toolguard.types import Evidence, Verdict
 
 
@@ -33,6 +35,11 @@ class TypeDetector(Detector):
     request with the turns it answers or corrects); measured on suite B it raises
     irrelevant-tool recall from 0.26 to 0.44 but false blocks from 1.0 % to 2.5 %, so it is
     opt-in (``Guard(detector_options={"type": {"scope": "every_step"}})``).
+
+    A read lookup of something the request names, for a better tool that could not take it
+    as is (``find_contact("Ulrich")`` before ``create_event``), is let through even when the
+    judge finds it irrelevant (:func:`_looks_up_what_the_user_named`; suite B gold false
+    blocks 1.4 % -> 0.8 % for 1 point of irrelevant-tool recall on each suite).
 
     Args:
         judge: The relevance judge, or ``None`` to check only for fabricated tools.
@@ -115,6 +122,9 @@ class TypeDetector(Detector):
     ) -> Verdict | None:
         if result.label != "Irrelevant":
             return None
+        if result.alternatives and _looks_up_what_the_user_named(call, ctx,
+                                                                 result.alternatives[0]):
+            return None
         evidence = (
             Evidence(
                 detector="type",
@@ -145,3 +155,43 @@ class TypeDetector(Detector):
             evidence=evidence,
         )
 
+
+def _looks_up_what_the_user_named(call: ProposedCall, ctx: CheckContext, better: str) -> bool:
+    """A read lookup of something the request names, for a tool that cannot take it as is.
+
+    ``find_contact(name="Ulrich")`` when the user asked to "set up a meeting with Ulrich"
+    and ``create_event`` wants attendees' emails: the lookup shares no word with the
+    request, but it resolves what the user named into what the better tool consumes
+    (suite B's calendar dialogues).  All of:
+
+    - the tool is a read lookup (:func:`~toolguard.relevance.is_lookup`);
+    - every text argument is stated word for word in the request, the values differ from
+      each other, and one has a word of three or more letters (numbers and flags aside);
+    - ``better`` (the tool the judge prefers) has none of those parameters' names, words
+      of them included (``location`` / ``city_location``): else the value could go to it
+      directly and the lookup is a detour (a weather request answered by an attractions
+      search).
+    """
+    spec = ctx.specs.get(call.name)
+    target = ctx.specs.get(better)
+    if spec is None or target is None or not is_lookup(spec) or not isinstance(
+            call.args, dict) or not call.args:
+        return False
+    request = " " + " ".join(tokens_of(ctx.request)) + " "
+    values: list[str] = []
+    params: set[str] = set()
+    for param, value in call.args.items():
+        if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+            continue
+        if not isinstance(value, str):
+            return False
+        toks = tokens_of(value)
+        if not toks or f" {' '.join(toks)} " not in request:
+            return False
+        values.append(" ".join(toks))
+        params.update(tokens_of(split_identifier(param)))
+    if not values or len(set(values)) < len(values) or not any(
+            len(t) >= 3 and t.isalpha() for v in values for t in v.split()):
+        return False
+    theirs = {t for p in target.properties for t in tokens_of(split_identifier(p))}
+    return not (params & theirs)
