@@ -11,7 +11,8 @@ accuracy and F1 in percent, as the ICT paper (Yang et al., arXiv 2406.12307) rep
   ``simple_python``, ``multiple``, ``live_simple``, ``live_multiple`` (feasible); and the
   multi-turn turns of ``multi_turn_miss_param`` / ``multi_turn_miss_func``: empty-gold turns
   (``miss_param`` -> ask, ``miss_func`` -> no suitable tool) vs their non-empty turns
-  (``miss_param_feasible``, ``miss_func_feasible``).  A multi-turn case's history is the
+  (``miss_param_feasible``, ``miss_func_feasible``); and every turn of
+  ``multi_turn_base`` (``base_feasible``, all feasible).  A multi-turn case's history is the
   episode so far: earlier user turns, their gold calls executed in BFCL's real environment
   (``AIMessage`` + ``ToolMessage`` with the real result), and for earlier empty-gold turns
   the abstain message an ideal agent would have written.  The miss_func turn that reveals
@@ -23,6 +24,11 @@ accuracy and F1 in percent, as the ICT paper (Yang et al., arXiv 2406.12307) rep
   ``dialogues_feasible_followup`` (later feasible turns, answers to the assistant's
   questions included), ``dialogues_ask_user``, ``dialogues_no_suitable_tool``.  ``limit``:
   dialogues per domain.
+
+``false_abstain`` (every dataset): the share of feasible cases answered with an abstain, in
+percent, on first requests (``first_turns``: a conversation's first user turn) and on later
+turns (``later_turns``: follow-ups, answers to questions, new requests later in a session),
+with their counts.
 
 Per subset: an abstain subset is scored together with its feasible counterpart(s) (Missing
 Parameter and Unmatched Tools with Original; irrelevance with simple_python + multiple;
@@ -91,6 +97,7 @@ _BFCL_SUBSETS: dict[str, PrecheckLabel] = {
     "live_multiple": "proceed",
 }
 _BFCL_MULTI_TURN: dict[str, tuple[str, PrecheckLabel]] = {
+    "multi_turn_base": ("base", "proceed"),  # every turn feasible: base_feasible only
     "multi_turn_miss_param": ("miss_param", "ask_user"),
     "multi_turn_miss_func": ("miss_func", "no_suitable_tool"),
 }
@@ -116,6 +123,8 @@ class Case:
     tools: list[ToolSpec]
     messages: list[BaseMessage]
     expected: PrecheckLabel
+    turn: int = 0
+    """Position of the case's user turn in its conversation (0: the first request)."""
 
 
 # ---------------------------------------------------------------------------- loaders
@@ -149,7 +158,7 @@ def load_bfcl(*, limit: int | None = None, multi_turn: bool = True) -> list[Case
 
 
 def load_multi_turn_cases(category: str, *, limit: int | None = None) -> list[Case]:
-    """Turn-level cases of ``multi_turn_miss_param`` / ``multi_turn_miss_func`` (module doc).
+    """Turn-level cases of ``multi_turn_base`` / ``_miss_param`` / ``_miss_func`` (module doc).
 
     Raises:
         ValueError: For another category.
@@ -170,13 +179,15 @@ def load_multi_turn_cases(category: str, *, limit: int | None = None) -> list[Ca
             docs = ep.tools_at(t)
             tools = [specs.setdefault(d["name"], ToolSpec.from_bfcl(d)) for d in docs]
             gold = ep.gold[t]
-            cases.append(Case(
-                id=f"{ep.id}:turn{t}", subset=subset if not gold else f"{subset}_feasible",
-                tools=tools, messages=[*history, *user],
-                expected=label if not gold else "proceed"))
+            if gold or label != "proceed":  # base's few empty-gold turns are no case
+                cases.append(Case(
+                    id=f"{ep.id}:turn{t}", subset=subset if not gold else f"{subset}_feasible",
+                    tools=tools, messages=[*history, *user],
+                    expected=label if not gold else "proceed", turn=t))
             history += user
             if not gold:
-                history.append(AIMessage(user_message(label), response_metadata={MARK_KEY: label}))
+                history.append(AIMessage("Done.") if label == "proceed" else AIMessage(
+                    user_message(label), response_metadata={MARK_KEY: label}))
                 continue
             for i, call in enumerate(gold):
                 res = env.execute(call)
@@ -209,8 +220,9 @@ def score(cases: Sequence[Case], predictions: Sequence[PrecheckLabel],
 
     Returns:
         ``{"mode", "overall": {"accuracy", "f1"}, "per_subset": {name: {"accuracy",
-        "f1", "n"}}}`` in percent; ``per_subset["3-way"]`` (exact-label accuracy) when a
-        case expects ``ask_user``.
+        "f1", "n"}}, "false_abstain": {"first_turns", "later_turns", "n_first",
+        "n_later"}}`` in percent (a rate is ``None`` without cases);
+        ``per_subset["3-way"]`` (exact-label accuracy) when a case expects ``ask_user``.
     """
     by_subset: dict[str, list[tuple[bool, bool]]] = {}
     exact: list[bool] = []
@@ -226,11 +238,27 @@ def score(cases: Sequence[Case], predictions: Sequence[PrecheckLabel],
         per[name] = {"accuracy": acc, "f1": f1, "n": len(pairs)}
     acc, f1 = _binary([x for pairs in by_subset.values() for x in pairs])
     report: dict[str, Any] = {"mode": mode, "overall": {"accuracy": acc, "f1": f1},
-                              "per_subset": per}
+                              "per_subset": per,
+                              "false_abstain": _false_abstains(cases, predictions)}
     if any(c.expected == "ask_user" for c in cases):
         per["3-way"] = {"accuracy": round(100.0 * sum(exact) / len(exact), 2), "f1": None,
                         "n": len(exact)}
     return report
+
+
+def _false_abstains(cases: Sequence[Case],
+                    predictions: Sequence[PrecheckLabel]) -> dict[str, Any]:
+    """False-abstain rates (%) of feasible cases on first and on later user turns."""
+    first = [p != "proceed" for c, p in zip(cases, predictions, strict=True)
+             if c.expected == "proceed" and c.turn == 0]
+    later = [p != "proceed" for c, p in zip(cases, predictions, strict=True)
+             if c.expected == "proceed" and c.turn > 0]
+
+    def rate(xs: list[bool]) -> float | None:
+        return round(100.0 * sum(xs) / len(xs), 2) if xs else None
+
+    return {"first_turns": rate(first), "later_turns": rate(later), "n_first": len(first),
+            "n_later": len(later)}
 
 
 # ---------------------------------------------------------------------------- running
@@ -333,6 +361,14 @@ def print_table(report: dict[str, Any]) -> None:
     table.add_row("overall", "", f"{ov['accuracy']:.1f}",
                   "-" if ov["f1"] is None else f"{ov['f1']:.1f}")
     Console().print(table)
+    fa = report.get("false_abstain") or {}
+    if fa.get("n_first") or fa.get("n_later"):
+        def pct(x: float | None) -> str:
+            return "-" if x is None else f"{x:.1f} %"
+
+        Console().print(f"false abstains on feasible turns: first requests "
+                        f"{pct(fa['first_turns'])} (n={fa['n_first']}), later turns "
+                        f"{pct(fa['later_turns'])} (n={fa['n_later']})")
     if "llm" in report:
         Console().print(f"model calls {report['llm']['calls']}, retries "
                         f"{report['llm']['retries']}, fallbacks {report['llm']['fallbacks']}")

@@ -30,6 +30,7 @@ from toolguard.precheck import (
     render_conversation,
     stated_values,
 )
+from toolguard.precheck.rules import parameter_kinds, stated_kinds
 from toolguard.specs import ToolSpec
 from toolguard.testing import ScriptedChatModel
 from toolguard_evals.abstain import (
@@ -182,6 +183,44 @@ def test_stated_values() -> None:
     assert not stated_values("Track the package with the tracking number.", [tool])
 
 
+def test_stated_kinds_and_parameter_kinds() -> None:
+    assert stated_kinds("Set up a 45-minute meeting with Fabian on July 20 at 4.30pm") == {
+        "duration", "date", "time"}
+    assert stated_kinds("Can you check on BK-38951 for me?") == {"id"}
+    assert stated_kinds("Put 'hello' in notes.txt and mail ann@example.org") == {
+        "file", "email"}
+    # numbers with units, ordinals and plain words are no identifiers
+    assert stated_kinds("Buy 3 apples, 5kg of flour, the 2nd option") == frozenset()
+    event = ToolSpec.from_openai({"name": "create_event", "description": "Create an event.",
+                                  "parameters": {"type": "object", "properties": {
+                                      "date": {"type": "string", "description": "YYYY-MM-DD"},
+                                      "attendees": {"type": "array"},
+                                      "duration_minutes": {"type": "integer"}}}})
+    assert parameter_kinds(event) == {"date", "email", "duration"}
+
+
+def test_a_request_stating_a_value_a_tool_takes_is_not_unmatched() -> None:
+    """One shared word is weak evidence for a tool, but a stated date for a tool with a date
+    parameter, or a file name for a tool with a file parameter, makes it fit."""
+    calendar = [ToolSpec.from_openai({
+        "name": "list_events", "description": "The user's calendar events on one day.",
+        "parameters": {"type": "object", "properties": {
+            "date": {"type": "string", "description": "Day, YYYY-MM-DD."}}}}),
+        ToolSpec.from_openai({
+            "name": "book_room", "description": "Attach a meeting room to an event.",
+            "parameters": {"type": "object", "properties": {
+                "room_id": {"type": "string"}, "event_id": {"type": "string"}}}})]
+    pre = Precheck(calendar)
+    assert pre.decide([HumanMessage("What's on my calendar on July 14?")]
+                      ).decision == "proceed"
+    # the same request without a date: one shared word is not enough
+    assert pre.decide([HumanMessage("What's on my calendar?")]
+                      ).decision == "no_suitable_tool"
+    # a date, but the request shares no word with the tool that takes it
+    assert pre.decide([HumanMessage("Order sandwiches for Friday")]
+                      ).decision == "no_suitable_tool"
+
+
 # ---------------------------------------------------------------------------- LLM answers
 def test_parse_answer_accepts_prose_fences_and_aliases() -> None:
     text = f"Sure! Here is my check:\n```json\n{SV_ASK}\n```\nHope it helps."
@@ -328,7 +367,10 @@ def test_score_keys_and_pairing() -> None:
         Case("3", "Missing Parameter", t, [], "ask_user"),
     ]
     report = score(cases, ["ask_user", "no_suitable_tool", "proceed"])
-    assert set(report) == {"mode", "overall", "per_subset"}
+    assert set(report) == {"mode", "overall", "per_subset", "false_abstain"}
+    # one feasible case (a first turn), answered ask_user: a 100 % false-abstain rate
+    assert report["false_abstain"] == {"first_turns": 100.0, "later_turns": None,
+                                       "n_first": 1, "n_later": 0}
     assert set(report["overall"]) == {"accuracy", "f1"}
     assert report["per_subset"]["Original"] == {"accuracy": 0.0, "f1": None, "n": 1}
     # Unmatched Tools is scored with Original: TP 1, FP 1 -> F1 66.67
@@ -350,8 +392,12 @@ def test_multi_turn_cases_follow_bfcl() -> None:
     assert all(c.expected == "ask_user" for c in param if c.subset == "miss_param")
     results = [m for c in param for m in c.messages if isinstance(m, ToolMessage)]
     assert results and not any(m.content.startswith("Error") for m in results)
+    assert sorted({c.turn for c in param})[:2] == [0, 1]
+    base = load_multi_turn_cases("multi_turn_base", limit=1)
+    assert {c.subset for c in base} == {"base_feasible"} and len(base) > 1
+    assert [c.turn for c in base] == list(range(len(base)))
     with pytest.raises(ValueError, match="unknown multi-turn abstain category"):
-        load_multi_turn_cases("multi_turn_base")
+        load_multi_turn_cases("multi_turn_long_context")
 
 
 def test_eval_small_run_writes_json(tmp_path: Path, rtb: dict[str, Case]) -> None:
@@ -373,9 +419,13 @@ def test_eval_bfcl_subsets(bfcl_cases: dict[str, Case]) -> None:
     report = run(cases)
     assert set(report["per_subset"]) == {
         "irrelevance", "live_irrelevance", "simple_python", "multiple", "live_simple",
-        "live_multiple", "miss_param", "miss_param_feasible", "miss_func",
+        "live_multiple", "base_feasible", "miss_param", "miss_param_feasible", "miss_func",
         "miss_func_feasible", "3-way"}
     assert report["per_subset"]["miss_func"]["f1"] is not None
+    assert report["per_subset"]["base_feasible"]["f1"] is None  # no positives
+    fa = report["false_abstain"]
+    assert fa["n_first"] > 0 and fa["n_later"] > 0
+    assert fa["n_first"] + fa["n_later"] == sum(c.expected == "proceed" for c in cases)
 
 
 def test_eval_llm_mode_counts_retries_and_fallbacks(rtb: dict[str, Case]) -> None:

@@ -46,7 +46,7 @@ def dialogue_cases(dialogue: Dialogue, tools: Sequence[ToolSpec], *,
     return [Case(id=f"{dialogue.id}:turn{t}:{turn.kind}", subset=subset_of(turn, t),
                  tools=list(tools),
                  messages=to_messages(dialogue, turn=t, mark_abstains=mark_abstains),
-                 expected=turn.label)
+                 expected=turn.label, turn=t)
             for t, turn in enumerate(dialogue.turns)]
 
 
