@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolguard.conversation import parse_args
+from toolguard.conversation import MAX_ARGS_DEPTH, parse_args
 from toolguard.protocol import Answer, AskQuestion, answered_tool_message, user_message
 from toolguard.types import Verdict
 
@@ -167,8 +167,14 @@ def with_unique_ids(message: AIMessage, *, ensure_id: bool = False) -> AIMessage
 
     Its tool calls get distinct, non-empty ids, and arguments given as a JSON string (some
     providers, hand-built messages) that parse to an object are replaced by the object.
-    The copy keeps the message id, so ``add_messages`` replaces the original in place;
-    with ``ensure_id`` a missing message id is assigned (``toolguard-<uuid4>``).
+    A call whose arguments nest deeper than
+    :data:`~toolguard.conversation.MAX_ARGS_DEPTH` levels becomes an invalid tool call
+    with its arguments dropped (``args=""``, ``error`` saying why): the guard refuses it
+    anyway, and LangGraph's checkpoint serializer cannot store such a message (msgpack
+    stops at ~250 levels), so keeping it would crash the run at the next checkpoint
+    (issue 14, defect 3).  The copy keeps the message id, so ``add_messages`` replaces the
+    original in place; with ``ensure_id`` a missing message id is assigned
+    (``toolguard-<uuid4>``).
     """
     seen: set[str] = set()
     calls, changed_valid = _unique_ids(message.tool_calls, "toolguard_call", seen)
@@ -180,12 +186,33 @@ def with_unique_ids(message: AIMessage, *, ensure_id: bool = False) -> AIMessage
             if error is None:
                 calls[i] = {**call, "args": parsed}
                 changed_valid = True
+    deep = [c for c in calls if isinstance(c.get("args"), dict) and _too_deep(c["args"])]
+    if deep:
+        calls = [c for c in calls if not any(c is d for d in deep)]
+        invalid = [*invalid, *({"type": "invalid_tool_call", "id": c["id"],
+                                "name": c.get("name"), "args": "",
+                                "error": f"arguments are nested deeper than {MAX_ARGS_DEPTH} "
+                                         "levels (dropped)"} for c in deep)]
+        changed_valid = True
     if not (changed_valid or changed_invalid or (ensure_id and message.id is None)):
         return None
     update: dict[str, Any] = {"tool_calls": calls, "invalid_tool_calls": invalid}
     if ensure_id and message.id is None:
         update["id"] = f"toolguard-{uuid.uuid4()}"
     return message.model_copy(update=update)
+
+
+def _too_deep(args: dict[str, Any]) -> bool:
+    """Whether ``args`` nest deeper than ``MAX_ARGS_DEPTH`` (iterative; never recurses)."""
+    stack: list[tuple[Any, int]] = [(args, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list | tuple):
+            if depth > MAX_ARGS_DEPTH:
+                return True
+            stack.extend((v, depth + 1) for v in (
+                value.values() if isinstance(value, dict) else value))
+    return False
 
 
 def _unique_ids(calls: Sequence[Any], prefix: str, seen: set[str]) -> tuple[list[Any], bool]:
