@@ -22,6 +22,7 @@ the run on a message without valid tool calls.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -202,16 +203,24 @@ def with_unique_ids(message: AIMessage, *, ensure_id: bool = False) -> AIMessage
     return message.model_copy(update=update)
 
 
+_DEPTH_SCAN_ITEMS = 50_000
+"""Values :func:`_too_deep` looks at, at most: a wide, shallow argument ends the scan early
+(such arguments are refused for their size anyway)."""
+
+
 def _too_deep(args: dict[str, Any]) -> bool:
     """Whether ``args`` nest deeper than ``MAX_ARGS_DEPTH`` (iterative; never recurses)."""
     stack: list[tuple[Any, int]] = [(args, 1)]
-    while stack:
+    budget = _DEPTH_SCAN_ITEMS
+    while stack and budget > 0:
         value, depth = stack.pop()
-        if isinstance(value, dict | list | tuple):
-            if depth > MAX_ARGS_DEPTH:
-                return True
-            stack.extend((v, depth + 1) for v in (
-                value.values() if isinstance(value, dict) else value))
+        if depth > MAX_ARGS_DEPTH:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        for child in itertools.islice(children, budget):
+            budget -= 1
+            if isinstance(child, dict | list | tuple):
+                stack.append((child, depth + 1))
     return False
 
 

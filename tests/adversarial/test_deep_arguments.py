@@ -171,3 +171,23 @@ def test_a_none_content_history_runs_on_every_surface(surface: Surface, mode: st
     out = invoke(graph, {"messages": history}, mode=mode)
     assert effects.log == [("get_weather", "Oslo")]
     assert only_answer(out["messages"], "c").content == "sunny, 21 C in Oslo"
+
+
+def test_too_deep_arguments_are_dropped_before_the_step_is_stored() -> None:
+    """``with_unique_ids`` (the model call's copy of the message) moves a too-deep call to
+    ``invalid_tool_calls`` without its arguments; other calls keep theirs."""
+    from toolguard.steps import with_unique_ids
+
+    message = calls(("get_weather", {"city": "Paris"}, "ok"),
+                    ("get_weather", {"city": "Oslo"}, "x"))
+    message.tool_calls[1]["args"] = {"city": _deep_dict(DEEP)}
+    fixed = with_unique_ids(message)
+    assert fixed is not None
+    assert [c["id"] for c in fixed.tool_calls] == ["ok"]
+    assert fixed.tool_calls[0]["args"] == {"city": "Paris"}
+    (dropped,) = fixed.invalid_tool_calls
+    assert dropped["id"] == "x" and dropped["args"] == ""
+    assert f"nested deeper than {MAX_ARGS_DEPTH} levels" in str(dropped["error"])
+    # a wide, shallow argument is no reason to drop anything
+    wide = calls(("get_weather", {"city": list(range(200_000))}, "w"))
+    assert with_unique_ids(wide) is None
