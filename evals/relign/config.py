@@ -144,7 +144,8 @@ PRESETS: dict[Size, dict[str, Any]] = {
 
 ``cpu`` trains 96 SFT steps (192 samples, two epochs): with 16 (64 samples, one epoch) the
 135M model learned to call tools but never chose an indecisive action; with 96 it chose
-them on a third of Missing Parameter prompts (both measured here, CHANGELOG).  Its eval
+one on 42-50 % of Missing Parameter and 42 % of Unmatched Tools prompts, and on a third of
+the feasible ones (both measured here, 45 min in all; CHANGELOG).  Its eval
 reads 4 RelyToolBench records per file (12 per subset) and 12 BFCL records per category.
 
 ``ci`` evaluates one RelyToolBench record per subset of ``G2_category``: their prompts are
