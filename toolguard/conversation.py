@@ -37,6 +37,7 @@ from outside (resolved KG facts).
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import re
@@ -330,6 +331,35 @@ def parse_args(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(value, dict):
         return None, f"arguments must be a JSON object, got {type(value).__name__}"
     return value, None
+
+
+DEPTH_SCAN_ITEMS = 50_000
+"""Values :func:`nested_too_deep` looks at, at most: a wide, shallow value ends the scan
+early (such arguments are refused for their size by :func:`args_problem` anyway)."""
+
+
+def nested_too_deep(value: Any, limit: int = MAX_ARGS_DEPTH) -> bool:
+    """Whether dicts / lists / tuples in ``value`` nest deeper than ``limit`` levels.
+
+    Iterative (never recurses), and stops after :data:`DEPTH_SCAN_ITEMS` values.  The
+    parsed-arguments twin of the bracket count for raw JSON strings (``parse_args``); used
+    where a message must be made storable before it is checked (LangGraph's msgpack
+    serializer stops at ~250 levels).
+    """
+    if not isinstance(value, Mapping | list | tuple):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    budget = DEPTH_SCAN_ITEMS
+    while stack and budget > 0:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, Mapping) else item
+        for child in itertools.islice(children, budget):
+            budget -= 1
+            if isinstance(child, Mapping | list | tuple):
+                stack.append((child, depth + 1))
+    return False
 
 
 def args_problem(args: Mapping[str, Any]) -> str | None:

@@ -22,7 +22,6 @@ the run on a message without valid tool calls.
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolguard.conversation import MAX_ARGS_DEPTH, parse_args
+from toolguard.conversation import MAX_ARGS_DEPTH, nested_too_deep, parse_args
 from toolguard.protocol import Answer, AskQuestion, answered_tool_message, user_message
 from toolguard.types import Verdict
 
@@ -187,7 +186,7 @@ def with_unique_ids(message: AIMessage, *, ensure_id: bool = False) -> AIMessage
             if error is None:
                 calls[i] = {**call, "args": parsed}
                 changed_valid = True
-    deep = [c for c in calls if isinstance(c.get("args"), dict) and _too_deep(c["args"])]
+    deep = [c for c in calls if nested_too_deep(c.get("args"))]
     if deep:
         calls = [c for c in calls if not any(c is d for d in deep)]
         invalid = [*invalid, *({"type": "invalid_tool_call", "id": c["id"],
@@ -201,27 +200,6 @@ def with_unique_ids(message: AIMessage, *, ensure_id: bool = False) -> AIMessage
     if ensure_id and message.id is None:
         update["id"] = f"toolguard-{uuid.uuid4()}"
     return message.model_copy(update=update)
-
-
-_DEPTH_SCAN_ITEMS = 50_000
-"""Values :func:`_too_deep` looks at, at most: a wide, shallow argument ends the scan early
-(such arguments are refused for their size anyway)."""
-
-
-def _too_deep(args: dict[str, Any]) -> bool:
-    """Whether ``args`` nest deeper than ``MAX_ARGS_DEPTH`` (iterative; never recurses)."""
-    stack: list[tuple[Any, int]] = [(args, 1)]
-    budget = _DEPTH_SCAN_ITEMS
-    while stack and budget > 0:
-        value, depth = stack.pop()
-        if depth > MAX_ARGS_DEPTH:
-            return True
-        children = value.values() if isinstance(value, dict) else value
-        for child in itertools.islice(children, budget):
-            budget -= 1
-            if isinstance(child, dict | list | tuple):
-                stack.append((child, depth + 1))
-    return False
 
 
 def _unique_ids(calls: Sequence[Any], prefix: str, seen: set[str]) -> tuple[list[Any], bool]:

@@ -30,7 +30,7 @@ from adversarial.support import (
     thread,
 )
 from toolguard import Guard
-from toolguard.conversation import MAX_ARGS_DEPTH
+from toolguard.conversation import MAX_ARGS_DEPTH, nested_too_deep
 from toolguard.nodes import GuardNode
 from toolguard.testing import ScriptedChatModel
 
@@ -191,3 +191,5 @@ def test_too_deep_arguments_are_dropped_before_the_step_is_stored() -> None:
     # a wide, shallow argument is no reason to drop anything
     wide = calls(("get_weather", {"city": list(range(200_000))}, "w"))
     assert with_unique_ids(wide) is None
+    assert not nested_too_deep("[[[[") and not nested_too_deep({"a": [[1]]}, limit=3)
+    assert nested_too_deep({"a": [[1]]}, limit=2)

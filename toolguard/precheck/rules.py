@@ -96,7 +96,9 @@ _FACT_PARAM = re.compile(
 
 _QUOTED = re.compile(r"""(?<![A-Za-z])['"‘“]([^'"’”]{1,80})['"’”]""")
 _ID_TOKEN = re.compile(r"\b(?=\S*\d)[\w\-:.#/@]{2,}\b")
-_URL_OR_EMAIL = re.compile(r"https?://|www\.|\S+@\S+\.\w+")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
+_URL = re.compile(r"https?://\S+|\bwww\.\S+", re.I)
+_URL_OR_EMAIL = re.compile(f"{_URL.pattern}|{_EMAIL.pattern}", re.I)
 _PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z]+")
 
 
@@ -131,8 +133,6 @@ def _union_of_doc_words(tools: Iterable[ToolSpec]) -> frozenset[str]:
 ValueKind = Literal["date", "time", "duration", "email", "url", "file", "id"]
 """Kinds of value a request can state and a parameter can take (:func:`stated_kinds`)."""
 
-_K_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
-_K_URL = re.compile(r"https?://\S+|\bwww\.\S+", re.I)
 _K_FILE = re.compile(r"(?<![\w/])[\w-]+\.(?:txt|csv|tsv|json|md|pdf|docx?|xlsx?|pptx?|py|js|ts|"
                      r"log|png|jpe?g|gif|zip|html?|xml|ya?ml|ini|cfg|sh)\b", re.I)
 _K_DURATION = re.compile(r"\b(?:\d+|one|two|three|four|half|an?)[- ]?(?:minutes?|mins?|hours?|"
@@ -163,9 +163,9 @@ def stated_kinds(request: str) -> frozenset[ValueKind]:
     "45-minute", "3rd" or "5kg").
     """
     kinds: set[ValueKind] = set()
-    if _K_EMAIL.search(request):
+    if _EMAIL.search(request):
         kinds.add("email")
-    if _K_URL.search(request):
+    if _URL.search(request):
         kinds.add("url")
     if _K_FILE.search(request):
         kinds.add("file")
@@ -175,7 +175,7 @@ def stated_kinds(request: str) -> frozenset[ValueKind]:
         kinds.add("time")
     if _K_DURATION.search(request):
         kinds.add("duration")
-    rest = _K_FILE.sub(" ", _K_URL.sub(" ", _K_EMAIL.sub(" ", request)))
+    rest = _K_FILE.sub(" ", _URL.sub(" ", _EMAIL.sub(" ", request)))
     if any(len(m.group(0)) >= 4 and not _K_NOT_ID.fullmatch(m.group(0))
            for m in _K_ID.finditer(rest)):
         kinds.add("id")
