@@ -18,6 +18,8 @@ import importlib
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,9 @@ from toolguard.specs import ToolSpec
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TOOLGUARD_DATA_DIR", REPO.parent / "shared" / "data"))
+# the harness reads its data root from here (toolguard_evals.datadir), whatever the cwd
+os.environ.setdefault("TOOLGUARD_DATA_DIR", str(SHARED_DATA))
+RTB_DIR = SHARED_DATA / "relytoolbench"
 BFCL_MISSING = (
     "bfcl-eval is not installed; its data is needed: pip install --no-deps bfcl-eval==2026.3.23"
 )
@@ -384,3 +389,33 @@ def assert_every_call_answered_once(messages: list[BaseMessage]) -> None:
     for cid in ids:
         assert len(answers.get(cid, [])) == 1, f"call {cid!r} answered {answers.get(cid)}"
     assert set(answers) <= set(ids), f"answers to unknown calls: {set(answers) - set(ids)}"
+
+
+# ---------------------------------------------------------------------------- wheels
+def _copy_tracked(dest: Path) -> Path:
+    """The tracked (and untracked, not ignored) files, copied: a build from the checkout
+    itself would pick up stale files from build/ folders."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=REPO, check=True,
+                            capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, listed):
+        path = REPO / name
+        if path.is_file() and not path.is_symlink():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(path.read_bytes())
+    return dest
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both wheels, built offline from a copy of the tracked files."""
+    pytest.importorskip("setuptools", minversion="77")
+    tmp = tmp_path_factory.mktemp("wheels")
+    src = _copy_tracked(tmp / "src")
+    for project in (src, src / "evals"):
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                        "--no-build-isolation", "-q", "-w", str(tmp / "dist"), str(project)],
+                       check=True, capture_output=True)
+    (library,) = (tmp / "dist").glob("toolguard_agents-*.whl")
+    (harness,) = (tmp / "dist").glob("toolguard_evals-*.whl")
+    return {"library": library, "harness": harness}

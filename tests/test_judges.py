@@ -12,8 +12,8 @@ from langgraph.errors import GraphInterrupt
 
 from toolguard import ContentDetector, Guard, LLMRelevanceJudge, ToolSpec
 from toolguard.judge import LLMJudge, parse_label
-from toolguard.prompts import load_prompt
 from toolguard.testing import ScriptedChatModel
+from toolguard_evals.prompts import load_prompt
 
 RELEVANCE = ("Irrelevant", "Relevant", "Unsure")
 CONTENT = ("Untruthful", "Truthful", "Unsure")

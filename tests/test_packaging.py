@@ -1,13 +1,12 @@
-"""Layering and packaging: the library stands alone, the wheel installs no generic names.
+"""Layering and packaging: two distributions, the library standing alone.
 
-- ``toolguard`` (the library) never imports the harness (``toolguard_evals``, from
-  ``evals/``), the prebuilt graphs (``toolguard_graphs``, from ``graphs/``) or the CLI's
-  packages, so ``pip install toolguard-agents`` without extras is enough to guard an agent.
-- Nothing imports ``evals`` or ``graphs`` by their folder names (two names for one module
-  would give two module objects).
-- The wheel holds ``toolguard``, ``toolguard_evals`` and ``toolguard_graphs`` (and the prompts
-  as ``toolguard/_prompts``), never top-level ``evals`` / ``graphs``; every sub-package is
-  listed in ``pyproject.toml``.
+- ``toolguard-agents`` (``pyproject.toml``) is the library: ``toolguard`` and the prompts it
+  loads (``prompts/`` as ``toolguard/_prompts``), no command.  It never imports the harness
+  (``toolguard_evals``), the prebuilt graphs (``toolguard_graphs``) or the CLI's packages.
+- ``toolguard-evals`` (``evals/pyproject.toml``) is the harness, the ``toolguard`` command,
+  the prebuilt graphs (``graphs/``) and the embedded model server, depending on the library.
+- Nothing imports ``evals`` or ``graphs`` by their folder names; every sub-package is listed
+  in its distribution.  Installing the wheels into fresh venvs: ``test_distributions.py``.
 """
 
 from __future__ import annotations
@@ -19,11 +18,9 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
-
-import pytest
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"toolguard": "toolguard", "evals": "toolguard_evals", "graphs": "toolguard_graphs"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -71,38 +68,58 @@ def test_nothing_imports_the_folders_by_their_generic_names() -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_every_sub_package_is_listed_in_pyproject() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert config["package-dir"] == {**{v: k for k, v in FOLDERS.items()},
-                                     "toolguard._prompts": "prompts"}
-    on_disk = {
-        ".".join([FOLDERS[folder], *init.parent.relative_to(ROOT / folder).parts])
-        for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")
-    }
-    assert on_disk | {"toolguard._prompts"} == set(config["packages"])
+def _setuptools(pyproject: Path) -> dict[str, Any]:
+    return cast(dict[str, Any], tomllib.loads(pyproject.read_text())["tool"]["setuptools"])
 
 
-def test_the_wheel_installs_no_generic_top_level_package(tmp_path: Path) -> None:
-    pytest.importorskip("setuptools", minversion="77")
-    # build from a copy of the tracked files: setuptools keeps stale files in build/
-    src = tmp_path / "src"
-    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
-                              "--exclude-standard"], cwd=ROOT, check=True,
-                             capture_output=True, text=True).stdout.split("\0")
-    for name in filter(None, tracked):
-        path = ROOT / name
-        if path.is_file() and not path.is_symlink():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            (src / name).write_bytes(path.read_bytes())
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(src)], check=True, capture_output=True)
-    (wheel,) = tmp_path.glob("toolguard_agents-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert tops == {"toolguard", "toolguard_evals", "toolguard_graphs"}
+def _packages_on_disk(root: Path, name: str) -> set[str]:
+    return {".".join([name, *init.parent.relative_to(root).parts])
+            for init in root.rglob("__init__.py")}
+
+
+def test_every_sub_package_is_listed_in_its_distribution() -> None:
+    library = _setuptools(ROOT / "pyproject.toml")
+    assert library["package-dir"] == {"toolguard": "toolguard", "toolguard._prompts": "prompts"}
+    assert _packages_on_disk(ROOT / "toolguard", "toolguard") | {"toolguard._prompts"} == set(
+        library["packages"])
+    harness = _setuptools(ROOT / "evals" / "pyproject.toml")
+    assert harness["package-dir"] == {"toolguard_evals": "toolguard_evals",
+                                      "toolguard_graphs": "../graphs"}
+    assert (_packages_on_disk(ROOT / "evals" / "toolguard_evals", "toolguard_evals")
+            | _packages_on_disk(ROOT / "graphs", "toolguard_graphs")) == set(harness["packages"])
+
+
+def test_the_library_ships_only_the_prompts_it_loads() -> None:
+    """Every prompt in prompts/ is loaded by the library; the harness's live with it."""
+    names = {p.stem for p in (ROOT / "prompts").glob("*.md")}
+    source = "\n".join(p.read_text(encoding="utf-8") for p in _python_files("toolguard"))
+    assert {n for n in names if f'"{n}"' not in source} == set()
+    harness = {p.stem for p in (ROOT / "evals" / "toolguard_evals" / "prompts").glob("*.md")}
+    assert names & harness == set()
+
+
+def _tops(wheel: Path) -> set[str]:
+    return {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()
+            if not n.split("/")[0].endswith(".dist-info")}
+
+
+def test_the_library_wheel_holds_the_library_and_its_prompts_only(
+        wheels: dict[str, Path]) -> None:
+    names = zipfile.ZipFile(wheels["library"]).namelist()
+    assert _tops(wheels["library"]) == {"toolguard"}
     assert "toolguard/_prompts/structured_verification.md" in names
     assert "toolguard/py.typed" in names
-    assert "toolguard_evals/cli.py" in names and "toolguard_evals/local_model.py" in names
+    assert not [n for n in names if n.endswith("entry_points.txt")]  # no `toolguard` command
+    assert not [n for n in names if "rtb_" in n or "critictool" in n]
+
+
+def test_the_harness_wheel_holds_the_cli_graphs_and_server(wheels: dict[str, Path]) -> None:
+    archive = zipfile.ZipFile(wheels["harness"])
+    names = archive.namelist()
+    assert _tops(wheels["harness"]) == {"toolguard_evals", "toolguard_graphs"}
+    assert {"toolguard_evals/cli.py", "toolguard_evals/local_model.py",
+            "toolguard_evals/prompts/rtb_agent.md", "toolguard_graphs/agent.py"} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "toolguard = toolguard_evals.cli:app" in zipfile.ZipFile(wheel).read(
-        entry_points).decode()
+    assert "toolguard = toolguard_evals.cli:main" in archive.read(entry_points).decode()
+    metadata = archive.read(next(n for n in names if n.endswith("METADATA"))).decode()
+    assert "Requires-Dist: toolguard-agents==" in metadata

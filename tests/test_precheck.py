@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_bfcl
+from conftest import RTB_DIR, require_bfcl
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.errors import GraphInterrupt
@@ -34,7 +34,6 @@ from toolguard.precheck.rules import parameter_kinds, stated_kinds
 from toolguard.specs import ToolSpec
 from toolguard.testing import ScriptedChatModel
 from toolguard_evals.abstain import (
-    DEFAULT_RTB_DIR,
     MISS_FUNC_PROMPT,
     Case,
     implicit_label,
@@ -59,8 +58,8 @@ SV_ASK = json.dumps({
 # ---------------------------------------------------------------------------- data
 @pytest.fixture(scope="module")
 def rtb() -> dict[str, Case]:
-    if not (DEFAULT_RTB_DIR / "G1_instruction.json").is_file():
-        pytest.skip(f"RelyToolBench data missing at {DEFAULT_RTB_DIR}")
+    if not (RTB_DIR / "G1_instruction.json").is_file():
+        pytest.skip(f"RelyToolBench data missing at {RTB_DIR}")
     return {c.id: c for c in load_relytoolbench(limit=6)}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Recorder, ai_calls, assert_every_call_answered_once, require_bfcl
+from conftest import RTB_DIR, Recorder, ai_calls, assert_every_call_answered_once, require_bfcl
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,7 +20,7 @@ from langgraph.types import Command
 from toolguard.nodes import PrecheckAskNode, PrecheckNode, PrecheckState
 from toolguard.precheck import MARK_KEY, Precheck
 from toolguard.testing import ScriptedChatModel
-from toolguard_evals.abstain import DEFAULT_RTB_DIR, Case, load_multi_turn_cases, load_relytoolbench
+from toolguard_evals.abstain import Case, load_multi_turn_cases, load_relytoolbench
 from toolguard_graphs import create_guarded_agent, create_guarded_graph
 
 SURFACES = {"middleware": create_guarded_agent, "nodes": create_guarded_graph}
@@ -55,8 +55,8 @@ class ToolRecorder:
 
 
 def _cases() -> dict[str, Case]:
-    if not (DEFAULT_RTB_DIR / "G1_instruction.json").is_file():
-        pytest.skip(f"RelyToolBench data missing at {DEFAULT_RTB_DIR}")
+    if not (RTB_DIR / "G1_instruction.json").is_file():
+        pytest.skip(f"RelyToolBench data missing at {RTB_DIR}")
     return {c.id: c for c in load_relytoolbench(limit=6)}
 
 

@@ -85,7 +85,7 @@ def test_loader_limit_is_per_file_and_validated() -> None:
         load_relytoolbench(DATA, limit=0)
     with pytest.raises(ValueError, match="unknown subset"):
         load_relytoolbench(DATA, subsets=("Nope",))  # type: ignore[arg-type]
-    with pytest.raises(FileNotFoundError, match="G1_instruction"):
+    with pytest.raises(FileNotFoundError, match=r"no-such-folder.*TOOLGUARD_DATA_DIR"):
         load_relytoolbench(DATA.parent / "no-such-folder")
 
 

@@ -48,16 +48,19 @@ class LLMJudge:
     Args:
         model: Any LangChain chat model (``ChatOpenAI`` against vLLM or the local server...).
         prompt: Prompt name in ``prompts/`` (e.g. ``"check_tool_relevance"``).
+        template: The prompt's text, when it is not one of the library's prompts (the
+            harness's judges); ``prompt`` then only names it in traces.
         labels: The closed label set, most specific first (``"Not Hallucinated"`` before
             ``"Hallucinated"``) so substring matching picks the right one.
     """
 
-    def __init__(self, model: BaseChatModel, *, prompt: str, labels: Sequence[str]) -> None:
+    def __init__(self, model: BaseChatModel, *, prompt: str, labels: Sequence[str],
+                 template: str | None = None) -> None:
         if not labels:
             raise ConfigurationError("labels must not be empty")
         self.model = model
         self.prompt_name = prompt
-        self.template = load_prompt(prompt)
+        self.template = load_prompt(prompt) if template is None else template
         self.labels = tuple(labels)
 
     def build_messages(self, **fields: Any) -> list[BaseMessage]:

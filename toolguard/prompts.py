@@ -29,13 +29,18 @@ def prompt_dir() -> Path:
 
 
 @lru_cache(maxsize=64)
-def load_prompt(name: str) -> str:
-    """Text of ``prompts/{name}.md`` without its leading source comment.
+def load_prompt(name: str, folder: Path | None = None) -> str:
+    """Text of ``{folder}/{name}.md`` without its leading source comment.
+
+    Args:
+        name: The file's stem (``"structured_verification"``).
+        folder: Where to look; default :func:`prompt_dir` (the library's prompts).  Other
+            distributions (the eval harness) keep their prompts in their own folder.
 
     Raises:
         FileNotFoundError: If there is no such prompt; the message lists the known ones.
     """
-    folder = prompt_dir()
+    folder = prompt_dir() if folder is None else folder
     path = folder / f"{name}.md"
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.md"))

@@ -35,7 +35,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from toolguard.context import message_text
-from toolguard.prompts import load_prompt
+from toolguard_evals.prompts import load_prompt
 from toolguard_evals.relytoolbench.agent import parse_arguments
 from toolguard_evals.relytoolbench.data import RtbCase
 from toolguard_evals.runner import GenerationCache

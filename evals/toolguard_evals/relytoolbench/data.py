@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from toolguard.specs import ToolSpec
+from toolguard_evals.datadir import dataset_dir
 
 Subset = Literal["Original", "Missing Parameter", "Unmatched Tools"]
 Group = Literal["G1_instruction", "G2_category", "G3_instruction"]
@@ -40,7 +41,6 @@ NECESSARY_CALLS: dict[Subset, int] = {"Original": 1, "Missing Parameter": 0,
                                       "Unmatched Tools": 0}
 """Necessary tool calls per task for the Benefit-Cost Utility (DATA.md §4; the paper's
 solvable tasks need at least one call, its unsolvable ones none)."""
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "relytoolbench"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,8 @@ def load_relytoolbench(
         ids: Keep only these case ids (``{file}:{query_id}``), after ``limit``.
 
     Raises:
-        FileNotFoundError: A file is missing (the message names it).
+        FileNotFoundError: A file is missing (the message names it), or no data folder
+            was found (:class:`~toolguard_evals.datadir.DataNotFoundError`).
         ValueError: ``limit`` < 1, or an unknown subset or group.
     """
     if limit is not None and limit < 1:
@@ -114,7 +115,7 @@ def load_relytoolbench(
     bad = [s for s in subsets if s not in SUBSETS] + [g for g in groups if g not in GROUPS]
     if bad:
         raise ValueError(f"unknown subset/group {bad}; subsets: {SUBSETS}, groups: {GROUPS}")
-    root = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    root = dataset_dir("relytoolbench", data_dir)
     cases: list[RtbCase] = []
     for subset in subsets:
         for group in groups:

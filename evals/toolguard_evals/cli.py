@@ -223,7 +223,8 @@ def eval_abstain(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="RelyToolBench folder (default ../shared/data/relytoolbench)."),
+        typer.Option(help="RelyToolBench folder (default: $TOOLGUARD_DATA_DIR/relytoolbench, "
+                          "else ../shared/data/relytoolbench)."),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Records/episodes per file/category.")] = None,
     base_url: Annotated[
@@ -565,5 +566,20 @@ def bench_precheck(
          json_path=str(json_path) if json_path else None)
 
 
+def main() -> None:
+    """The ``toolguard`` command: :data:`app`, with a missing dataset reported in one line.
+
+    A :class:`~toolguard_evals.datadir.DataNotFoundError` exits 2 with where the harness
+    looked and what to set, instead of a traceback.
+    """
+    from toolguard_evals.datadir import DataNotFoundError
+
+    try:
+        app()
+    except DataNotFoundError as exc:
+        typer.echo(f"toolguard: {exc}", err=True)
+        raise SystemExit(2) from exc
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

@@ -59,6 +59,7 @@ from langchain_core.messages import (
 from pydantic import BaseModel, Field
 
 from toolguard.specs import ToolSpec
+from toolguard_evals.datadir import data_root, dataset_dir
 from toolguard_evals.detector_suite import (
     PERTURBATION_LABELS,
     Case,
@@ -76,7 +77,6 @@ from toolguard_evals.dialogues.records import Corpus, Dialogue, ValueKind
 
 Source = Literal["dialogues", "toolbench", "critictool"]
 SOURCES: Final[tuple[Source, ...]] = get_args(Source)
-DEFAULT_DATA_DIR: Final = Path(__file__).resolve().parents[2] / "shared" / "data"
 SINGLE_STEP: Final[tuple[Perturbation, ...]] = (
     "fabricated", "irrelevant_tool", "drop_required", "rename_key", "wrong_type",
     "invented_value", "invented_number")
@@ -958,7 +958,8 @@ def toolbench_targets(data_dir: str | Path | None = None, *, seed: int = 0,
     """Targets from RelyToolBench Original and the skipped records (id -> why)."""
     from toolguard_evals.relytoolbench import data as rtb
 
-    root = Path(data_dir) / "relytoolbench" if data_dir is not None else rtb.DEFAULT_DATA_DIR
+    root = dataset_dir("relytoolbench", Path(data_dir) / "relytoolbench" if data_dir is not None
+                       else None)
     cases = rtb.load_relytoolbench(root, subsets=("Original",))
     targets: list[Target] = []
     skipped: dict[str, str] = {}
@@ -1230,7 +1231,7 @@ def critictool_docs(path: str | Path | None = None) -> dict[str, list[dict[str, 
     Raises:
         FileNotFoundError: If ``api_descrip.json`` is missing.
     """
-    p = Path(path) if path is not None else DEFAULT_DATA_DIR / "critictool" / "api_descrip.json"
+    p = Path(path) if path is not None else dataset_dir("critictool") / "api_descrip.json"
     raw = json.loads(p.read_text(encoding="utf-8"))
     out: dict[str, list[dict[str, Any]]] = {}
     for kit in raw:
@@ -1404,7 +1405,7 @@ def build(*, seed: int = 0, limit: int | None = None,
         n_dialogues = len(corpus.dialogues)
         for d in corpus.dialogues:
             cases += dialogue_cases(d, corpus, seed=seed)
-    root = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    root = data_root(data_dir)
     if "toolbench" in sources:
         targets, skipped["toolbench"] = toolbench_targets(root, seed=seed, limit=limit)
         for t in targets:

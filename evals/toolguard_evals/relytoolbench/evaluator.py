@@ -41,6 +41,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from toolguard.judge import LLMJudge
+from toolguard_evals.prompts import load_prompt
 from toolguard_evals.relytoolbench.agent import Episode
 from toolguard_evals.relytoolbench.data import RtbCase
 from toolguard_evals.relytoolbench.metrics import (
@@ -86,7 +87,8 @@ class Judges:
         self.model = model
         self.cache = cache if cache is not None else GenerationCache(None)
         self.settings = {"kind": "rtb-judge", **dict(settings or {})}
-        self._judges = ({name: LLMJudge(model, prompt=name, labels=labels)
+        self._judges = ({name: LLMJudge(model, prompt=name, labels=labels,
+                                          template=load_prompt(name))
                          for name, labels in JUDGE_PROMPTS.items()} if model else {})
         self._versions = {name: prompt_version(name) for name in JUDGE_PROMPTS}
         self.asked = 0

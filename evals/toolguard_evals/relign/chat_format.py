@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from toolguard.prompts import load_prompt
+from toolguard_evals.prompts import load_prompt
 from toolguard_evals.relytoolbench.agent import RETURN_TYPES, finish_function
 
 Kind = Literal["original", "change_tools", "talk_to_user"]

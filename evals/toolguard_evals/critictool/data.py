@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from toolguard.prompts import load_prompt
+from toolguard_evals.prompts import load_prompt
 
 Split = Literal["internal", "external"]
 """``internal_error`` (the model's own mistakes) or ``external_error`` (environment errors)."""

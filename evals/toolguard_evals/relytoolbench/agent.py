@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolguard.context import message_text
 from toolguard.guard import Guard
-from toolguard.prompts import load_prompt
+from toolguard_evals.prompts import load_prompt
 from toolguard_evals.relytoolbench.data import RtbCase
 
 if TYPE_CHECKING:

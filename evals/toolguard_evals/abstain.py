@@ -75,7 +75,6 @@ Dataset = Literal["relytoolbench", "bfcl", "dialogues"]
 EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit"]
 EVAL_MODES: tuple[EvalMode, ...] = ("deterministic", "structured_verification", "cot",
                                     "zero_shot", "implicit")
-DEFAULT_RTB_DIR = rtb_data.DEFAULT_DATA_DIR
 MISS_FUNC_PROMPT = "I have updated some more functions you can choose from. What about now?"
 """BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``."""
 IMPLICIT_SYSTEM = ("You are a helpful assistant with access to functions. Call a function "
