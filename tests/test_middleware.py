@@ -31,6 +31,7 @@ from toolguard import (
     GuardMiddleware,
     KGResolveMiddleware,
     KGStore,
+    LoopGuardMiddleware,
     PrecheckMiddleware,
     ResumeError,
     not_answered_by_guard,
@@ -358,6 +359,36 @@ def test_judge_calls_never_reach_the_messages_stream_and_verdicts_are_custom_eve
     assert {"toolguard": {"event": "verdict", "tool_call_id": "w", "tool": "get_weather",
                           "action": "ask_user", "hallucination": "content",
                           "reason": events[0]["toolguard"]["reason"]}} in events
+
+
+def test_toolguard_hook_spans_record_no_conversation_payload(recorder: Recorder) -> None:
+    """Each middleware's ``trace_policy`` drops the state from its hook spans (LangChain 1.5);
+    the messages stay on the model-call span; ``None`` traces them again."""
+    from langchain_core.tracers.run_collector import RunCollectorCallbackHandler
+
+    def hook_inputs(*, traced: bool) -> dict[str, Any]:
+        stack = [LoopGuardMiddleware(), GuardMiddleware()]
+        if traced:
+            for middleware in stack:
+                middleware.trace_policy = None
+        script = [ai_calls(("get_weather", {"city": "Paris"}, "w")), AIMessage("sunny")]
+        graph, _ = agent(script, recorder, *stack)
+        collector = RunCollectorCallbackHandler()
+        graph.invoke({"messages": [HumanMessage("What's the weather in Paris?")]},
+                     {"callbacks": [collector]})
+        spans: dict[str, Any] = {}
+        todo = list(collector.traced_runs)
+        while todo:
+            run_ = todo.pop()
+            todo += run_.child_runs
+            if run_.name.startswith(("GuardMiddleware.", "LoopGuardMiddleware.")):
+                spans[run_.name] = run_.inputs
+        return spans
+
+    quiet, traced = hook_inputs(traced=False), hook_inputs(traced=True)
+    assert {"GuardMiddleware.after_model", "LoopGuardMiddleware.after_model"} <= set(quiet)
+    assert all(inputs == {} for inputs in quiet.values())
+    assert "Paris" in str(traced["GuardMiddleware.after_model"])
 
 
 # ---------------------------------------------------------------------------- precheck + kg

@@ -13,7 +13,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     OmitFromInput,
 )
-from langgraph.types import Command
+from langgraph.types import Command, TracePolicy, omit_payload
 
 from toolguard.state import merge_counters
 
@@ -25,10 +25,16 @@ class ToolguardMiddleware(AgentMiddleware[S, Any, Any], Generic[S]):
 
     Declares LangChain's ``InternalCallTransformer``, so the model calls toolguard makes
     itself (LLM judges, the pre-check, the KG generator; all tagged with
-    :func:`toolguard.state.internal_config`) stay out of the agent's message stream.
+    :func:`toolguard.state.internal_config`) stay out of the agent's message stream, and
+    a ``trace_policy`` that keeps the conversation out of toolguard's own hook spans
+    (``TracePolicy(process_inputs=omit_payload)``, as LangChain's ``ToolErrorMiddleware``
+    and ``ModelRouterMiddleware`` do): a trace shows each toolguard hook and its timing,
+    while the messages are recorded once, on the model-call span.  Set an instance's
+    ``trace_policy`` to ``None`` (or another ``TracePolicy``) to trace its inputs.
     """
 
     transformers: Sequence[Any] = (InternalCallTransformer,)
+    trace_policy: TracePolicy | None = TracePolicy(process_inputs=omit_payload)
 
 
 class ToolguardState(AgentState[Any]):
