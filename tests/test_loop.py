@@ -809,7 +809,8 @@ def test_engine_unknown_tool_from_toolnode_and_guard_answers() -> None:
     # an answer another guard already wrote: the verdict says so, the plan extends it
     verdict = {"hallucination": "type", "evidence": [{"code": "unknown_tool"}]}
     refusal = ToolMessage("Error: 'hex' is not a valid tool", tool_call_id="b", status="error",
-                          id="msg-b", artifact={"toolguard": verdict})
+                          id="msg-b", artifact={"toolguard": verdict},
+                          response_metadata={"toolguard": verdict})
     msgs2 = [*msgs, refusal]
     [v2] = LoopGuard().check(msgs2)
     assert v2.answered and v2.kind == "unknown_tool"
@@ -820,6 +821,7 @@ def test_engine_unknown_tool_from_toolnode_and_guard_answers() -> None:
     assert "there is no tool named 'hex'" in str(replaced.content)
     assert replaced.artifact["toolguard"]["hallucination"] == "type"
     assert replaced.artifact["toolguard"]["loop"]["kind"] == "unknown_tool"
+    assert replaced.response_metadata["toolguard"]["loop"]["kind"] == "unknown_tool"
     assert plan.nudged == [v2.signature] and not plan.stop
 
 

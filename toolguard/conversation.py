@@ -77,14 +77,17 @@ __all__ = [
     "canonical_args",
     "error_text",
     "is_error_result",
+    "marked_tool_message",
     "message_text",
     "parse_args",
+    "toolguard_mark",
 ]
 
 MARK_KEY = "toolguard"
-"""``response_metadata`` key of the messages toolguard writes for the user (a question,
-a "no tool fits" answer, a finish); its value says which (``ask_user``,
-``no_suitable_tool``, ``change_tools``, ``finish``, ``loop``)."""
+"""``response_metadata`` key of the messages toolguard writes.  On an ``AIMessage`` for the
+user (a question, a "no tool fits" answer, a finish) its value says which (``ask_user``,
+``no_suitable_tool``, ``change_tools``, ``finish``, ``loop``); on a ``ToolMessage`` it is a
+mapping (:func:`toolguard_mark`)."""
 
 MAX_ARGS_CHARS = 4_000_000
 """Arguments whose JSON is longer than this (characters) are not parsed; a format error."""
@@ -287,10 +290,32 @@ def is_error_result(message: ToolMessage) -> bool:
     return error_text(message) is not None
 
 
+def toolguard_mark(message: BaseMessage) -> Mapping[str, Any] | None:
+    """The mark toolguard put on a ``ToolMessage`` it wrote or annotated, else ``None``.
+
+    The mark is ``response_metadata[MARK_KEY]``: a tool's output reaches a ``ToolMessage``'s
+    ``content`` and ``artifact`` (``ToolNode``, MCP adapters), never its response metadata,
+    so a tool cannot forge it.  The same payload is copied to ``artifact["toolguard"]`` for
+    UIs; it is never read back from there.
+    """
+    if not isinstance(message, ToolMessage):
+        return None
+    mark = (message.response_metadata or {}).get(MARK_KEY)
+    return mark if isinstance(mark, Mapping) else None
+
+
+def marked_tool_message(content: str, *, tool_call_id: str, name: str | None,
+                        mark: Mapping[str, Any], status: Literal["success", "error"] = "error",
+                        ) -> ToolMessage:
+    """A ``ToolMessage`` written by toolguard, carrying ``mark`` (see :func:`toolguard_mark`)."""
+    return ToolMessage(content, tool_call_id=tool_call_id, name=name, status=status,
+                       artifact={MARK_KEY: dict(mark)},
+                       response_metadata={MARK_KEY: dict(mark)})
+
+
 def refused_by_toolguard(message: ToolMessage) -> bool:
-    """Whether toolguard (not the tool) wrote this answer; the call never ran."""
-    artifact = message.artifact
-    return isinstance(artifact, Mapping) and "toolguard" in artifact
+    """Whether toolguard (not the tool) wrote or annotated this answer (:func:`toolguard_mark`)."""
+    return toolguard_mark(message) is not None
 
 
 def _depth_ok(raw: str, limit: int = MAX_ARGS_DEPTH) -> bool:
@@ -494,6 +519,9 @@ class Conversation:
                 slot = self._open.pop(m.tool_call_id, None)
                 name = m.name or (self.calls[slot].name if slot is not None else None)
                 self.texts.append(SourcedText(text, "tool", pos, name))
+                said = (toolguard_mark(m) or {}).get("said")
+                if isinstance(said, str) and said:  # the user's answer to toolguard's question
+                    self.texts.append(SourcedText(said, "user", pos))
                 if slot is not None:
                     self._answer(slot, m, pos, text)
             elif isinstance(m, AIMessage):

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from toolguard.conversation import SourcedText
+from toolguard.units import si_values
 
 __all__ = [
     "SOURCE_BITS",
@@ -101,6 +102,10 @@ _STEER_VERBS = frozenset((
     "posting", "run", "running", "execute", "delete", "remove", "wipe", "pay", "move", "email",
     "mail", "emailing", "mailing", "copy", "cc", "reserve", "rsvp"))
 _NUM = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
+_SIGNED = re.compile(r"(?:(?<=\s)|^)[-\u2212]\s+(\d+(?:\.\d+)?)(?![\d.])"
+                     r"|(?<![\d.])(\d+(?:\.\d+)?)\s*\u00b0?\s*[ws]\b")
+"""Negative numbers written with a spaced minus (``5x^2 - 7x``) or as a coordinate in the
+western or southern hemisphere (``119.5383 W``)."""
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 RELATIVE_DATE = re.compile(
     r"\b(?:today|tonight|tomorrow|yesterday|weekend|" + _WEEKDAY + r"|"
@@ -186,6 +191,10 @@ def numbers_in(text: str, *, digit_runs: bool = True) -> set[float]:
             continue
         if math.isfinite(x):
             out.update((_key(x), _key(abs(x))))
+    for m in _SIGNED.finditer(low):
+        out.add(_key(-float(m.group(1) or m.group(2))))
+    if not text.isascii() or any(c.isdigit() for c in text):
+        out.update(_key(x) for x in si_values(text))
     # every digit run on its own too: "2023.4.15", "5,10 and 15", "[22,33]"
     if digit_runs:
         out.update(float(d) for d in re.findall(r"\d{1,15}", low))
@@ -722,12 +731,15 @@ class GroundingIndex:
         return self._match(mask, toks[0], "words") if mask else NOWHERE
 
     def number(self, x: float) -> Match:
-        """A stated number (``x``, or ``x`` as a percentage of a stated one)."""
+        """A stated number: ``x`` itself, sign kept.
+
+        A percentage grounds its fraction only where a percentage is stated ("5 %" states
+        5 and 0.05: :func:`numbers_in`); a positive ``x`` is also grounded by a stated
+        ``-x`` (a hyphen before digits reads as a minus sign), a negative one never by ``|x|``.
+        """
         self.ensure("numbers")
-        for cand in (_key(x), _key(abs(x)), _key(x * 100), _key(x / 100) if x else None):
-            if cand is not None and cand in self.numbers:
-                return Match(self.numbers[cand], None, "number")
-        return NOWHERE
+        mask = self.numbers.get(_key(x))
+        return Match(mask, None, "number") if mask else NOWHERE
 
     def derived(self, x: float, decimals: int | None = None) -> Match:
         """``x`` as one arithmetic step from a tool-result number and any stated number.
@@ -753,12 +765,13 @@ class GroundingIndex:
         return NOWHERE
 
     def standalone_number(self, x: float) -> Match:
-        """A number stated on its own (not a digit run inside a date, time or identifier)."""
+        """A number stated on its own (not a digit run inside a date, time or identifier).
+
+        Sign kept, as in :meth:`number`.
+        """
         self.ensure("numbers")
-        for cand in (_key(x), _key(abs(x)), _key(x * 100), _key(x / 100) if x else None):
-            if cand is not None and cand in self.standalone:
-                return Match(self.standalone[cand], None, "number")
-        return NOWHERE
+        mask = self.standalone.get(_key(x))
+        return Match(mask, None, "number") if mask else NOWHERE
 
     def date(self, year: int | None, month: int, day: int) -> Match:
         """A calendar date: its month and day stated together.

@@ -60,7 +60,8 @@ them.
 ``nudge``: the call is not executed and the model is told what is looping and what to do
 instead.  Detected again after that, the verdict is ``stop``: the adapter stops the turn.
 The nudges given so far are read from the conversation's own answers (each nudge carries
-``artifact={"toolguard": {"loop": ...}}``) unless the caller passes them.
+toolguard's mark ``{"loop": ...}``, :func:`~toolguard.conversation.toolguard_mark`) unless
+the caller passes them.
 
 :func:`plan_loop_step` turns verdicts into the messages that keep every tool call answered
 by exactly one ``ToolMessage``; :class:`~toolguard.middleware.LoopGuardMiddleware` is the
@@ -93,10 +94,13 @@ from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
 from toolguard.conversation import (
+    MARK_KEY,
     CallRecord,
     Conversation,
     MessagesLike,
     canonical_args,
+    marked_tool_message,
+    toolguard_mark,
 )
 from toolguard.errors import ConfigurationError
 from toolguard.specs import ToolSpec
@@ -123,7 +127,8 @@ LoopAction = Literal["nudge", "stop"]
 
 LOOP_KINDS: tuple[LoopKind, ...] = get_args(LoopKind)
 ARTIFACT_KEY = "loop"
-"""Key under ``artifact["toolguard"]`` of the answers the loop guard writes."""
+"""Key in toolguard's mark (:func:`~toolguard.conversation.toolguard_mark`) of the answers
+the loop guard writes."""
 
 _EMPTY_RESULTS = frozenset({"", "[]", "{}", "()", "null", "none", '""', "''"})
 _NOT_A_TOOL = re.compile(r"\bis not a valid tool\b", re.I)
@@ -254,11 +259,8 @@ def _digest(text: str) -> str:
 
 
 def _loop_artifact(message: BaseMessage) -> dict[str, Any] | None:
-    artifact = getattr(message, "artifact", None)
-    if not isinstance(artifact, Mapping):
-        return None
-    inner = artifact.get("toolguard")
-    if not isinstance(inner, Mapping):
+    inner = toolguard_mark(message)
+    if inner is None:
         return None
     loop = inner.get(ARTIFACT_KEY)
     return dict(loop) if isinstance(loop, Mapping) else None
@@ -269,9 +271,8 @@ def _says_unknown(message: BaseMessage) -> bool:
     loop = _loop_artifact(message)
     if loop is not None and loop.get("kind") == "unknown_tool":
         return True
-    artifact = getattr(message, "artifact", None)
-    inner = artifact.get("toolguard") if isinstance(artifact, Mapping) else None
-    if isinstance(inner, Mapping):
+    inner = toolguard_mark(message)
+    if inner is not None:
         for evidence in inner.get("evidence") or ():
             if isinstance(evidence, Mapping) and evidence.get("code") == "unknown_tool":
                 return True
@@ -294,7 +295,7 @@ def _step_position(messages: Sequence[BaseMessage]) -> int | None:
 def nudges_from_messages(messages: MessagesLike | Conversation) -> dict[str, int]:
     """Nudges given per loop signature in the current user turn, read from the answers.
 
-    Every nudge answer carries ``artifact["toolguard"]["loop"]``; nudges of one step count
+    Every nudge answer carries toolguard's mark ``{"loop": ...}``; nudges of one step count
     once per signature.
     """
     conv = messages if isinstance(messages, Conversation) else Conversation.read(messages)
@@ -620,7 +621,7 @@ def plan_loop_step(
       executed" ``ToolMessage`` and the user gets an ``AIMessage`` marked ``loop``
       (:func:`toolguard.protocol.user_message`) saying why the turn stopped.
 
-    Every answer carries ``artifact={"toolguard": {"loop": verdict}}`` (toolguard's mark:
+    Every answer carries toolguard's mark ``{"loop": verdict}`` (:func:`toolguard_mark`:
     the conversation reader sees the call as refused, never executed).
 
     Raises:
@@ -646,14 +647,14 @@ def plan_loop_step(
             v = None if c.invalid else by_id.get(c.id)
             if v is not None:
                 text = f"Not executed: the turn was stopped because {v.reason}."
-                artifact = {"toolguard": {ARTIFACT_KEY: v.model_dump(mode="json")}}
+                mark: dict[str, Any] = {ARTIFACT_KEY: v.model_dump(mode="json")}
             else:
                 text = ("Not executed: the turn was stopped because of a tool-call loop "
                         "before this call could run.")
-                artifact = {"toolguard": {ARTIFACT_KEY: {"action": "stop", "closed": True,
-                                                        "signature": stop.signature}}}
-            plan.messages.append(ToolMessage(text, tool_call_id=c.id or "", name=c.name,
-                                             status="error", artifact=artifact))
+                mark = {ARTIFACT_KEY: {"action": "stop", "closed": True,
+                                       "signature": stop.signature}}
+            plan.messages.append(marked_tool_message(text, tool_call_id=c.id or "",
+                                                     name=c.name, mark=mark))
         plan.messages.append(user_message(
             f"I stopped working on this request because {stop.reason}, and I was not making "
             "progress. Nothing more was executed. Please check the tool or its inputs, "
@@ -669,20 +670,19 @@ def plan_loop_step(
             nudged.append(v.signature)
         dump = v.model_dump(mode="json")
         if c.answer is None:
-            plan.messages.append(ToolMessage(
-                v.feedback(), tool_call_id=c.id or "", name=c.name, status="error",
-                artifact={"toolguard": {ARTIFACT_KEY: dump}}))
+            plan.messages.append(marked_tool_message(
+                v.feedback(), tool_call_id=c.id or "", name=c.name, mark={ARTIFACT_KEY: dump}))
             continue
         earlier = conv.messages[c.answer]
         if not isinstance(earlier, ToolMessage) or earlier.id is None:
             continue
+        mark = {**(toolguard_mark(earlier) or {}), ARTIFACT_KEY: dump}
         artifact = dict(earlier.artifact) if isinstance(earlier.artifact, Mapping) else {}
-        inner = artifact.get("toolguard")
-        artifact["toolguard"] = {**(inner if isinstance(inner, Mapping) else {}),
-                                 ARTIFACT_KEY: dump}
+        artifact[MARK_KEY] = mark
         content = earlier.content if isinstance(earlier.content, str) else str(earlier.content)
         plan.messages.append(earlier.model_copy(update={
             "content": f"{content}\n\n{v.feedback()}", "artifact": artifact,
+            "response_metadata": {**(earlier.response_metadata or {}), MARK_KEY: mark},
             "status": "error"}))
     plan.nudged = nudged
     return plan

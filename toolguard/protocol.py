@@ -47,7 +47,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from toolguard.conversation import MARK_KEY
+from toolguard.conversation import MARK_KEY, marked_tool_message
 
 __all__ = [
     "ASK_USER_TYPE",
@@ -220,10 +220,16 @@ def answered_tool_message(tool_call_id: str, tool_name: str, question: str,
                           answer: Answer) -> ToolMessage:
     """The ``ToolMessage`` answering a call the user answered (``respond``) or declined.
 
-    The call did not run: the artifact marks the answer as toolguard's (``{"toolguard":
-    {"asked": question, "answer": kind}}``), so an identical call after the user confirmed
-    its values is not taken for a repeat of a call that succeeded.
+    The call did not run: toolguard's mark (:func:`~toolguard.conversation.toolguard_mark`,
+    ``{"asked": question, "answer": kind}``, plus ``"said": text`` for a ``respond``) says
+    so, and an identical call after the user confirmed its values is not taken for a repeat
+    of a call that succeeded.  ``said`` is the user's own answer: the conversation reads it
+    as the user's words, not as the tool's output.
     """
-    return ToolMessage(answer_text(question, answer), tool_call_id=tool_call_id,
-                       name=tool_name, status="error" if answer.kind == "reject" else "success",
-                       artifact={"toolguard": {"asked": question, "answer": answer.kind}})
+    mark: dict[str, Any] = {"asked": question, "answer": answer.kind}
+    if answer.kind == "respond" and answer.text:
+        mark["said"] = answer.text
+    return marked_tool_message(answer_text(question, answer), tool_call_id=tool_call_id,
+                               name=tool_name,
+                               status="error" if answer.kind == "reject" else "success",
+                               mark=mark)

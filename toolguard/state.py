@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
+from toolguard.conversation import marked_tool_message
 from toolguard.types import Verdict
 
 __all__ = [
@@ -140,11 +141,11 @@ def close_dangling_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         for call in [*m.tool_calls, *m.invalid_tool_calls]:
             cid = call.get("id")
             if cid and cid not in answered:
-                answers.append(ToolMessage(
+                answers.append(marked_tool_message(
                     "Not executed: the user wrote a new message before this call could run "
                     "(a question about it was left unanswered).",
-                    tool_call_id=cid, name=str(call.get("name") or ""), status="error",
-                    artifact={"toolguard": {"closed": "dangling"}}))
+                    tool_call_id=cid, name=str(call.get("name") or ""),
+                    mark={"closed": "dangling"}))
                 answered.add(cid)
                 if first_after is None:
                     first_after = pos + 1

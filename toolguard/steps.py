@@ -29,7 +29,12 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolguard.conversation import MAX_ARGS_DEPTH, nested_too_deep, parse_args
+from toolguard.conversation import (
+    MAX_ARGS_DEPTH,
+    marked_tool_message,
+    nested_too_deep,
+    parse_args,
+)
 from toolguard.protocol import Answer, AskQuestion, answered_tool_message, user_message
 from toolguard.types import Verdict
 
@@ -65,16 +70,12 @@ class StepPlan:
 def verdict_message(v: Verdict, content: str | None = None) -> ToolMessage:
     """The error ``ToolMessage`` answering a call toolguard did not let run.
 
-    The verdict goes into ``artifact["toolguard"]`` (a trace shows it; readers tell the
-    answer from a tool's own).
+    The verdict is its mark (:func:`~toolguard.conversation.toolguard_mark`:
+    ``response_metadata["toolguard"]``, copied to ``artifact["toolguard"]`` for UIs).
     """
-    return ToolMessage(
-        content=v.feedback() if content is None else content,
-        tool_call_id=v.tool_call_id or "",
-        name=v.tool_name,
-        status="error",
-        artifact={"toolguard": v.model_dump(mode="json")},
-    )
+    return marked_tool_message(v.feedback() if content is None else content,
+                               tool_call_id=v.tool_call_id or "", name=v.tool_name,
+                               mark=v.model_dump(mode="json"))
 
 
 def _question(v: Verdict, args: dict[str, Any] | None) -> AskQuestion:
@@ -138,10 +139,9 @@ def plan_step(
         elif v.action != "allow":
             plan.messages.append(verdict_message(v))
         elif plan.end_turn:
-            plan.messages.append(ToolMessage(
+            plan.messages.append(marked_tool_message(
                 "Not executed: the turn ended with a message to the user before this call "
-                "could run.", tool_call_id=cid, name=v.tool_name, status="error",
-                artifact={"toolguard": {"closed": "end_turn"}}))
+                "could run.", tool_call_id=cid, name=v.tool_name, mark={"closed": "end_turn"}))
     if edits:
         calls = [{**tc, "args": edits[str(tc.get("id"))]} if str(tc.get("id")) in edits
                  else tc for tc in message.tool_calls]

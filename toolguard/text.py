@@ -55,3 +55,31 @@ def content_stems(text: str) -> frozenset[str]:
         if len(w) > 1 and w not in STOPWORDS and not w.isdigit()
     ]
     return frozenset(_STEMMER.stemWords(words))
+
+
+_HIDDEN = re.compile(
+    "[\u00ad\u061c\u180e\u200b\u200c\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
+    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+    "|(?<=[\\w@./\\\\:-])\u200d|\u200d(?=[\\w@./\\\\:-])")
+"""Invisible and bidirectional control characters (Unicode general category ``Cf``): zero-width
+spaces and joiners, bidi embeddings, overrides and isolates, tag characters.  A zero-width
+joiner counts only beside a letter, digit or separator (between emoji it joins a sequence)."""
+
+
+def has_hidden_characters(text: str, *, strict: bool = False) -> bool:
+    """Whether ``text`` carries invisible or bidirectional control characters.
+
+    Such a value does not read as what it is (``mallory\u200b@evil.example``, a path
+    reversed by U+202E): it is never taken as stated by the user (Unicode TR #9 and TR #36,
+    "Unicode Security Considerations").
+
+    Args:
+        text: Any string.
+        strict: Count every ``Cf`` character, zero-width joiners between emoji included
+            (for short values such as an email, a path or an identifier).
+    """
+    if text.isascii():
+        return False
+    if strict:
+        return any(unicodedata.category(c) == "Cf" for c in text)
+    return _HIDDEN.search(text) is not None

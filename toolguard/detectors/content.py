@@ -44,8 +44,9 @@ from toolguard.grounding import (
 )
 from toolguard.judge import JudgeResult, LLMJudge
 from toolguard.specs import ToolSpec
-from toolguard.text import STOPWORDS
+from toolguard.text import STOPWORDS, has_hidden_characters
 from toolguard.types import Evidence, Verdict
+from toolguard.units import factors_named
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$", re.I)
 _URL = re.compile(r"^(https?://|www\.)\S+$", re.I)
@@ -78,11 +79,6 @@ _TIME_NUMBER_PARAM = re.compile(
     r"duration|time[_]?frame|time[_]?span|period|periods|interval|ahead)$",
     re.I,
 )
-_UNIT_FACTORS = (60.0, 3600.0, 24.0, 7.0, 12.0, 1000.0, 1024.0, 2.54, 0.3048, 1.609344,
-                 0.453592, 3.78541, 1e6)
-"""Unit normalisations (minutes, hours, days, weeks, months, kilo, KiB, inches, feet, miles,
-pounds, gallons, millions): ``x`` grounded by a stated ``x * f`` or ``x / f`` (percentages:
-:meth:`~toolguard.grounding.GroundingIndex.number`)."""
 _GENERIC = frozenset("united republic kingdom states state federal democratic people "
                      "islands island north south east west new great".split())
 """Words of ISO names too common to identify a country or currency on their own."""
@@ -100,6 +96,30 @@ ContentLLMMode = Literal["off", "confirm", "always"]
 def _snake(name: str) -> str:
     """``ingredientLimit`` -> ``ingredient_limit``."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def path_climbs(raw: str) -> bool:
+    """Whether a ``..`` in path ``raw`` leaves a folder the path itself names.
+
+    ``/data/scratch/../..`` resolves to ``/``: it names a folder and climbs out of it, which
+    no one writes for a place they mean, so such a value is never taken as stated.  A path
+    that only starts with ``..`` (``../notes.txt``) climbs out of nothing it names.
+    """
+    named = False
+    for part in re.split(r"[\\/]", raw):
+        if part == ".." and named:
+            return True
+        if part not in ("", ".", ".."):
+            named = True
+    return False
+
+
+def _parameter_words(path: str, schema: dict[str, Any]) -> frozenset[str]:
+    """Folded words of a leaf parameter's name and description (``duration_minutes``)."""
+    leaf = _snake(re.sub(r"\[\d+\]", "", path).rsplit(".", 1)[-1]).replace("_", " ")
+    description = schema.get("description")
+    text = f"{leaf} {description}" if isinstance(description, str) else leaf
+    return frozenset(tokens_of(text[:500]))
 
 
 def fold_text(text: str) -> str:
@@ -230,7 +250,7 @@ class ContentDetector(Detector):
         out: list[tuple[str, Any, str]] = []
         for path, value, schema in iter_leaves(call.args, "", {"properties": spec.properties}):
             why = self._needs_fact(path, value, schema)
-            if why is None or self._found(value, view, why):
+            if why is None or self._found(value, view, why, _parameter_words(path, schema)):
                 continue
             out.append((path, value, why))
         return out
@@ -252,7 +272,9 @@ class ContentDetector(Detector):
         ``path``, ``date``, ``time``, ``number``, ``code`` (2-5 capitals), ``identifier``
         (letters with digits, or alphanumeric runs joined by ``._-/:#@+``), ``name`` (up to
         six words, each capitalised), ``phrase`` (up to eight words, e.g. a search query),
-        ``text`` (free text: its facts are checked), ``cjk`` (Chinese/Japanese/Korean).
+        ``text`` (free text: its facts are checked), ``cjk`` (Chinese/Japanese/Korean),
+        ``invisible`` (a value carrying invisible or bidirectional control characters:
+        never stated, :func:`~toolguard.text.has_hidden_characters`).
         Enum members, the schema default, booleans, ``None``, 0 and 1 are inferable.
         """
         if value is None or isinstance(value, bool):
@@ -269,17 +291,26 @@ class ContentDetector(Detector):
         v = value.strip()
         if not v:
             return None
+        if has_hidden_characters(v, strict=len(v) <= self.max_value_chars):
+            return "invisible"  # never read as stated: it does not show what it is
         if len(v) > self.max_value_chars:
             return "text"
         return value_kind(v)
 
-    def _found(self, value: Any, g: GroundingView, kind: str = "") -> bool:
-        """Whether ``value`` (of ``kind``) is stated in ``g`` (rules 1-3)."""
+    def _found(self, value: Any, g: GroundingView, kind: str = "",
+               parameter: frozenset[str] = frozenset()) -> bool:
+        """Whether ``value`` (of ``kind``) is stated in ``g`` (rules 1-3).
+
+        ``parameter``: the folded words of the parameter's name and description (the units
+        a number may be converted to, :mod:`toolguard.units`).
+        """
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return self._number_found(float(value), g, kind)
+            return self._number_found(float(value), g, kind, parameter)
         raw = str(value).strip()
+        if kind == "invisible":
+            return False
         if kind == "number":
-            return self._number_found(float(raw), g, kind)
+            return self._number_found(float(raw), g, kind, parameter)
         if kind == "date":
             return _date_found(raw, g)
         if kind == "time":
@@ -299,6 +330,8 @@ class ContentDetector(Detector):
             return self._exact_found(raw, tokens, g, kind)
         if kind == "path":  # the file or folder it names; the directories above it may
             # be the model's knowledge of the layout ("/home/alice/" for "my notes.txt")
+            if path_climbs(raw):  # "/data/scratch/../..": nobody states a path that way
+                return False
             segs = [p for p in re.split(r"[\\/]", raw) if tokens_of(p)]
             if not segs:
                 return True
@@ -324,20 +357,29 @@ class ContentDetector(Detector):
             return not self._text_unfounded(raw, g)
         return True
 
-    def _number_found(self, x: float, g: GroundingView, kind: str) -> bool:
+    def _number_found(self, x: float, g: GroundingView, kind: str,
+                      parameter: frozenset[str] = frozenset()) -> bool:
+        """Whether number ``x`` is stated.
+
+        Stated means: stated itself (sign kept), rounded from a stated number, one arithmetic
+        step from a tool-result number when the request asks for arithmetic, or a unit
+        conversion of a stated number where both units are named
+        (:func:`toolguard.units.factors_named`).
+        """
         if kind == "time number" and g.relative_dates:
             return True
         ax = abs(x)
-        if g.standalone_number(x).found or _rounded_from(ax, g):
+        if g.standalone_number(x).found or _rounded_from(x, g):
             return True
         # a number inside a date or an identifier: only when unlikely to be a coincidence
         if (ax >= 100 or not ax.is_integer()) and g.number(x).found:
             return True
-        if g.arithmetic_cues and g.derived(ax, _decimals(ax)).found:
+        if g.arithmetic_cues and g.derived(x, _decimals(ax)).found:
             return True
-        for f in _UNIT_FACTORS:
-            for c in (ax * f, ax / f):
-                if c > 2 and g.standalone_number(c).found:
+        factors = factors_named(lambda w: w in parameter or g.token(w).found)
+        for f in factors:
+            for c in (x * f, x / f):
+                if c and g.standalone_number(c).found:
                     return True
         return False
 
@@ -475,7 +517,9 @@ class ContentDetector(Detector):
                 parameter=path or None,
                 value=value if not isinstance(value, str) else value[:200],
                 detail=(
-                    f"{kind} value {value!r} for '{path}' appears nowhere in the conversation"
+                    f"value {value!r} for '{path}' carries invisible or bidirectional control "
+                    "characters" if kind == "invisible"
+                    else f"{kind} value {value!r} for '{path}' appears nowhere in the conversation"
                     if path
                     else f"the LLM judge found ungrounded values: {judge_reason[:300]}"
                 ),

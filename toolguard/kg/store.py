@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -57,12 +58,28 @@ def _next_seqs(n: int) -> range:
     return range(start, start + n)
 
 
+def _label_problem(label: object) -> str | None:
+    """Why ``label`` cannot be a namespace label, else ``None``.
+
+    LangGraph's stores refuse labels that are not strings, are empty, or contain ``.`` or
+    NUL when a namespace is *read* (``InvalidNamespaceError``), but a batch of put
+    operations may write them; checking the same rules before any write keeps a user's KG
+    readable.  Other control characters are refused too.
+    """
+    if not isinstance(label, str) or not label.strip():
+        return "must be a non-empty string"
+    if "." in label:
+        return "must not contain '.' (LangGraph namespace labels cannot)"
+    if any(unicodedata.category(c) == "Cc" for c in label):
+        return "must not contain control characters such as NUL"
+    return None
+
+
 def _check_user(user_id: object) -> str:
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise KGError(f"user_id must be a non-empty string, got {user_id!r}")
-    if "." in user_id:
-        raise KGError(f"user_id must not contain '.', got {user_id!r} "
-                         "(LangGraph namespace labels cannot)")
+    problem = _label_problem(user_id)
+    if problem is not None:
+        raise KGError(f"user_id {problem}, got {user_id!r}")
+    assert isinstance(user_id, str)
     return user_id
 
 
@@ -136,8 +153,9 @@ class KGStore:
 
     def __init__(self, store: BaseStore, *, prefix: Sequence[str] = ("toolguard", "kg"),
                  page_size: int = PAGE_SIZE) -> None:
-        if not prefix or any(not isinstance(p, str) or not p or "." in p for p in prefix):
-            raise KGError(f"prefix must be non-empty labels without '.', got {prefix!r}")
+        if not prefix or any(_label_problem(p) is not None for p in prefix):
+            raise KGError("prefix must be non-empty labels without '.' or control "
+                          f"characters, got {prefix!r}")
         if not isinstance(page_size, int) or page_size < 1:
             raise KGError(f"page_size must be an integer >= 1, got {page_size!r}")
         self.store = store
@@ -145,7 +163,12 @@ class KGStore:
         self.page_size = page_size
 
     def namespace(self, user_id: str) -> tuple[str, ...]:
-        """The namespace of ``user_id`` (``KGError`` on an empty id or one with ``.``)."""
+        """The namespace of ``user_id``.
+
+        Raises:
+            toolguard.errors.KGError: An empty id, or one with ``.`` or a control
+                character such as NUL (the same id is refused on write and on read).
+        """
         return (*self.prefix, _check_user(user_id))
 
     def meta_namespace(self, user_id: str) -> tuple[str, ...]:
