@@ -65,6 +65,7 @@ from tenacity import RetryCallState, wait_exponential_jitter
 
 from toolguard.context import error_text, message_text
 from toolguard.errors import ConfigurationError
+from toolguard.specs import declared_traits
 
 Outcome = Literal["success", "internal", "transient", "permanent"]
 InternalCategory = Literal[
@@ -451,6 +452,10 @@ class RetryController:
         jitter: Upper bound of the uniform jitter added to each wait, in seconds.
         on_exhausted: Default policy when retries are spent: ``skip`` or ``finish``.
         idempotent_tools: Names of tools that are safe to run twice (timeouts are retried).
+            A tool is also idempotent when its ``metadata`` says so
+            (:func:`~toolguard.specs.declared_traits`: ``{"idempotent": True}``,
+            ``{"effects": "read"}``, or the MCP annotations ``idempotentHint`` /
+            ``readOnlyHint``); ``tool_policies`` win over both.
         read_only_tools: Names of tools without side effects (also idempotent).
         tool_policies: Per-tool :class:`ToolPolicy`.
         max_tool_calls: Cap on tool calls per run, i.e. per user turn (``None``: no cap).
@@ -532,9 +537,11 @@ class RetryController:
         p = self._policy(name).idempotent
         if p is not None:
             return p
-        meta = getattr(tool, "metadata", None) or {}
-        return name in self.idempotent_tools or bool(meta.get("idempotent")) or (
-            meta.get("effects") == "read")
+        if name in self.idempotent_tools:
+            return True
+        meta = getattr(tool, "metadata", None)  # toolguard's keys, else MCP annotations
+        return bool(declared_traits(meta if isinstance(meta, Mapping) else None).get(
+            "idempotent"))
 
     def _timeout_for(self, name: str) -> float | None:
         p = self._policy(name).timeout_s

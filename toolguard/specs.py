@@ -12,6 +12,12 @@ for its arguments.  Builders accept:
 - a StableToolBench / RelyToolBench ``api_list`` entry, named ``{api}_for_{tool}``
   as ToolBench's ``api_json_to_openai_json`` names it.
 
+A LangChain tool's ``metadata`` declares how it behaves (:func:`declared_traits`): toolguard's
+own keys (``effects``, ``idempotent``, ``repeatable``, ``open_world``), else the MCP tool
+annotations that ``langchain-mcp-adapters`` copies there (``readOnlyHint``,
+``destructiveHint``, ``idempotentHint``, ``openWorldHint``), so tools loaded from an MCP
+server are guarded by what their server states, with no configuration.
+
 A spec carries a content digest computed once at construction: hashing and equality are a
 dictionary read and a string comparison, so specs are cheap cache keys.  A
 :class:`ToolSet` is an ordered set of specs compiled once (by-name table, JSON Schema
@@ -70,9 +76,21 @@ class ToolSpec(BaseModel):
         name: Tool name as the model must write it.
         description: Free-text description (used by the relevance judge).
         parameters: JSON Schema of the arguments; always ``{"type": "object", ...}``.
-        effects: See :data:`Effects`; used by the timing detector.
+        effects: See :data:`Effects`; used by the timing, provenance and loop guards.
         repeatable: If ``True`` an identical repeat is never a timing hallucination
             (e.g. ``cd("..")`` twice is meaningful).
+        idempotent: ``True``: running the tool again with the same arguments has no further
+            effect (a timeout is retried; an identical repeat is still a timing repeat, whose
+            earlier answer is replayed); ``False``: it may have; ``None``: not declared
+            (treated as ``False`` unless ``effects`` is ``"read"``).
+        open_world: ``True``: the tool reaches entities outside the user's own domain (the
+            web, other people): the provenance detector never lets its output endorse a
+            recipient, URL or path; ``False``: a closed domain (the user's own notes or
+            memory): its output may state them unless it carries text addressed to the
+            agent; ``None``: not declared (the detector's default rule).
+
+    Built from a LangChain tool, ``effects``, ``repeatable``, ``idempotent`` and
+    ``open_world`` come from its metadata (:func:`declared_traits`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -84,6 +102,8 @@ class ToolSpec(BaseModel):
     )
     effects: Effects = "unknown"
     repeatable: bool = False
+    idempotent: bool | None = None
+    open_world: bool | None = None
     _digest: str = PrivateAttr(default="")
     _hash: int = PrivateAttr(default=0)
 
@@ -144,18 +164,19 @@ class ToolSpec(BaseModel):
     # ------------------------------------------------------------------ builders
     @classmethod
     def from_langchain(cls, tool: BaseTool, **overrides: Any) -> ToolSpec:
-        """Build from a LangChain tool (injected arguments are left out, as ToolNode does)."""
+        """Build from a LangChain tool (injected arguments are left out, as ToolNode does).
+
+        ``effects``, ``repeatable``, ``idempotent`` and ``open_world`` are what the tool's
+        ``metadata`` declares (:func:`declared_traits`: toolguard's keys, else MCP tool
+        annotations); ``overrides`` win over both.
+        """
         fn = convert_to_openai_tool(tool)["function"]
-        meta = tool.metadata or {}
         fields: dict[str, Any] = {
             "name": fn["name"],
             "description": fn.get("description", ""),
             "parameters": _as_object_schema(fn.get("parameters")),
+            **declared_traits(tool.metadata),
         }
-        if meta.get("effects") in ("read", "write", "unknown"):
-            fields["effects"] = meta["effects"]
-        if "repeatable" in meta:
-            fields["repeatable"] = bool(meta["repeatable"])
         fields.update(overrides)
         return cls(**fields)
 
@@ -280,6 +301,84 @@ class ToolSpec(BaseModel):
             f"cannot build a ToolSpec from {type(tool).__name__}; expected a LangChain BaseTool, "
             "an OpenAI function dict, a BFCL doc, a ToolBench api_list entry or a callable"
         )
+
+
+MCP_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The MCP ``ToolAnnotations`` hints :func:`declared_traits` reads (MCP specification
+2025-06-18, "Tool annotations"), as ``langchain-mcp-adapters`` puts them in a tool's
+``metadata`` (``ToolAnnotations.model_dump()``: camelCase keys, ``None`` when unset)."""
+
+
+def declared_traits(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a tool's ``metadata`` declares about its behaviour, as :class:`ToolSpec` fields.
+
+    The one place where toolguard reads tool behaviour; specs, the retry controller and
+    the loop guard all read it here.  toolguard's own keys win, key by key, over the MCP
+    tool annotations (``tool.metadata`` as ``langchain-mcp-adapters`` fills it; MCP
+    specification 2025-06-18, ``ToolAnnotations``):
+
+    ==============  ===========================================  =========================
+    field           toolguard key                                MCP annotation
+    ==============  ===========================================  =========================
+    ``effects``     ``effects``: ``"read"``/``"write"``/         ``readOnlyHint`` true ->
+                    ``"unknown"``                                ``"read"``; false (or
+                                                                 unset beside a
+                                                                 ``destructiveHint`` or
+                                                                 ``idempotentHint``) ->
+                                                                 ``"write"``
+    ``idempotent``  ``idempotent`` (bool)                        ``idempotentHint``; a
+                                                                 read-only tool is
+                                                                 idempotent
+    ``repeatable``  ``repeatable`` (bool)                        (none)
+    ``open_world``  ``open_world`` (bool)                        ``openWorldHint``
+    ==============  ===========================================  =========================
+
+    ``destructiveHint`` (destructive vs additive updates) only marks a tool ``"write"``:
+    toolguard refuses an identical repeat of either kind and retries neither blindly
+    unless it is idempotent.  A hint that is unset (``None``) or not a bool declares
+    nothing, so a tool without annotations keeps toolguard's defaults (``effects``
+    ``"unknown"``, treated as possibly state-changing; not idempotent; provenance's default
+    rule) rather than the MCP defaults (which would make every unannotated tool an
+    open-world, destructive write: the same behaviour except for provenance).
+
+    MCP calls annotations *hints* that clients must not trust from untrusted servers: a
+    server that marks ``send_money`` read-only gets it past the provenance check and the
+    write-repeat rule, and its timeouts retried (the schema and content checks still
+    apply).  Override a tool of such a server with toolguard's keys
+    (``tool.metadata["effects"] = "write"``).
+
+    Args:
+        metadata: A LangChain tool's ``metadata`` (``None``: nothing declared).
+
+    Returns:
+        The declared fields only, any of ``{"effects": Effects, "idempotent": bool,
+        "repeatable": bool, "open_world": bool}``; ``{}`` when nothing is declared.
+    """
+    if not metadata:
+        return {}
+    out: dict[str, Any] = {}
+    read_only, destructive, idempotent, open_world = (
+        v if isinstance(v := metadata.get(k), bool) else None for k in MCP_HINTS)
+    if read_only:
+        out.update(effects="read", idempotent=True)
+    else:  # readOnlyHint false, or unset (the MCP default is false): the other hints apply
+        if read_only is False or destructive is not None or idempotent is not None:
+            out["effects"] = "write"
+        if idempotent is not None:
+            out["idempotent"] = idempotent
+    if open_world is not None:
+        out["open_world"] = open_world
+    effects = metadata.get("effects")
+    if effects in ("read", "write", "unknown"):
+        out["effects"] = effects
+        if effects == "read":
+            out.setdefault("idempotent", True)
+        elif read_only:  # a declared writer is not idempotent because a hint said read-only
+            out.pop("idempotent", None)
+    for key in ("idempotent", "repeatable", "open_world"):
+        if key in metadata and metadata[key] is not None:
+            out[key] = bool(metadata[key])
+    return out
 
 
 def to_specs(tools: Iterable[Any]) -> list[ToolSpec]:

@@ -26,6 +26,14 @@ does that deterministically with the conversation's
    the tool whose output it came from.  The user confirms or refuses; tools or parameters
    built to take tool output (``accepts_tool_values``) are never asked about.
 
+Where the output came from changes step 4 (:attr:`~toolguard.specs.ToolSpec.open_world`,
+MCP's ``openWorldHint``, read by :func:`~toolguard.specs.declared_traits`): the output of an
+*open-world* tool (a web page, a search, someone else's message) endorses nothing, since
+whoever wrote it also chose the words that match the user's, so an email, URL or path only
+it states is always asked about; the output of a *closed-world* tool (the user's own notes,
+a memory) endorses what it states without a user word.  Text addressed to the agent is
+asked about from either; a tool that declares neither keeps the rule above.
+
 Deterministic and in the guard's time budget (a lookup per value token and per record);
 an LLM alignment judge (LlamaFirewall's AlignmentCheck) can be added as another detector.
 """
@@ -41,6 +49,7 @@ from toolguard.detectors.base import Detector, register_detector
 from toolguard.detectors.content import iter_leaves, text_facts, value_kind
 from toolguard.errors import ConfigurationError
 from toolguard.grounding import SOURCE_BITS, TRUSTED, GroundingIndex, tokens_of
+from toolguard.specs import ToolSpec
 from toolguard.text import STOPWORDS
 from toolguard.types import Evidence, Verdict
 
@@ -94,7 +103,7 @@ class ProvenanceDetector(Detector):
             if accepted and param in accepted:
                 continue
             for candidate, kind in _steering_values(param, value):
-                source = self._untrusted_source(candidate, kind, g)
+                source = self._untrusted_source(candidate, kind, g, ctx.specs)
                 if source is not None:
                     return _verdict(call, path, candidate, source)
         return None
@@ -104,8 +113,12 @@ class ProvenanceDetector(Detector):
         return self.check(call, ctx)
 
     @staticmethod
-    def _untrusted_source(value: str, kind: str, g: GroundingIndex) -> str | None:
-        """The tool whose output alone states ``value``, or ``None`` if it may be used."""
+    def _untrusted_source(value: str, kind: str, g: GroundingIndex,
+                          specs: Mapping[str, ToolSpec]) -> str | None:
+        """The tool whose output alone states ``value``, or ``None`` if it may be used.
+
+        ``specs`` gives each record's tool its ``open_world`` declaration (module docstring).
+        """
         toks = [t for t in tokens_of(value) if t not in ("http", "https", "www")]
         if not toks:
             return None
@@ -124,12 +137,22 @@ class ProvenanceDetector(Detector):
             return _tool_name(g, records)
         if kind not in ENDORSED_KINDS:
             return None  # an id or amount a tool returned (an offer, a booking): its job
-        for result in {g.record_result[i] for i in records}:
+        worlds = [_open_world(specs, g.record_tools[i]) for i in records]
+        if False in worlds:
+            return None  # a closed-world tool (the user's own data) states it
+        for result in {g.record_result[i] for i, w in zip(records, worlds, strict=True)
+                       if w is not True}:  # open-world output endorses nothing
             if any(len(t) >= 3 and t not in STOPWORDS and not t.isdigit()
                    and g.tokens.get(t, 0) & _USER
                    for i in g.result_records[result] for t in g.records[i]):
                 return None  # endorsed: the result is about something the user named
         return _tool_name(g, records)
+
+
+def _open_world(specs: Mapping[str, ToolSpec], tool: str | None) -> bool | None:
+    """The ``open_world`` declaration of the tool that wrote a record (``None``: unknown)."""
+    spec = specs.get(tool) if tool else None
+    return spec.open_world if spec is not None else None
 
 
 def _tool_name(g: GroundingIndex, records: list[int]) -> str:

@@ -21,6 +21,14 @@ duplicated gold calls changed the final state).  The call is not executed; the m
 the earlier result and a note saying the action was already done.  Tools where an
 identical repeat is meaningful (``cd("..")``, ``increment()``) should be declared
 ``repeatable=True`` and are never flagged.
+
+An *idempotent* write (:attr:`~toolguard.specs.ToolSpec.idempotent`, e.g. from MCP's
+``idempotentHint``: ``put_note`` overwriting a note with the same text) is flagged as well:
+running it again would be harmless, but it would change nothing and answer what it already
+answered — a repeat with identical inputs and outputs, RelyToolBench's definition.  The
+earlier result is replayed and the note says so; ``destructiveHint`` changes nothing here
+(a destructive and an additive write are refused alike).  Declare a tool ``repeatable`` to
+let such repeats run.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from typing import ClassVar
 from toolguard.context import CheckContext, ProposedCall, canonical_args
 from toolguard.detectors.base import Detector, register_detector
 from toolguard.errors import ConfigurationError
+from toolguard.specs import ToolSpec
 from toolguard.types import Evidence, Verdict
 
 _MAX_REPLAY_CHARS = 4000
@@ -71,19 +80,21 @@ class TimingDetector(Detector):
             # succeeded and may have changed the world make a re-read legitimate
             if any(conv.succeeded_since(n, prior.position, besides=prior) for n in changers):
                 return None
-            return self._verdict(call, spec.effects, key, prior.result)
+            return self._verdict(call, spec, key, prior.result)
         return None
 
-    def _verdict(self, call: ProposedCall, effect: str, key: str, result: str) -> Verdict:
+    def _verdict(self, call: ProposedCall, spec: ToolSpec, key: str, result: str) -> Verdict:
         replay = result
         if len(replay) > self.max_replay_chars:
             replay = replay[: self.max_replay_chars] + " ...(truncated)"
-        what = (
-            "returned this result already and nothing has changed since"
-            if effect == "read"
-            else "already ran successfully with these exact arguments; running it "
-            "again would repeat its effect"
-        )
+        if spec.effects == "read":
+            what = "returned this result already and nothing has changed since"
+        elif spec.idempotent:
+            what = ("already ran successfully with these exact arguments; running it again "
+                    "would change nothing")
+        else:
+            what = ("already ran successfully with these exact arguments; running it again "
+                    "would repeat its effect")
         return Verdict(
             tool_call_id=call.id,
             tool_name=call.name,

@@ -30,7 +30,7 @@ from toolguard.loop import (
     unseen_refused_step,
 )
 from toolguard.middleware._base import ToolguardMiddleware, ToolguardState, with_update
-from toolguard.specs import ToolSpec
+from toolguard.specs import ToolSpec, declared_traits
 from toolguard.state import emit, messages_of
 
 __all__ = ["LoopGuardMiddleware", "LoopGuardState"]
@@ -71,7 +71,9 @@ class LoopGuardMiddleware(ToolguardMiddleware[LoopGuardState]):
     oscillation (``oscillation``), and calls that bring nothing new (``no_progress``).
     Successful state-changing calls in between reset the counts (a read after a write is
     not a loop); tools declare ``metadata={"effects": "read"}`` (or ``"write"``) and
-    ``{"repeatable": True}``; undeclared tools count as possibly state-changing.
+    ``{"repeatable": True}``, or MCP's ``readOnlyHint``
+    (:func:`~toolguard.specs.declared_traits`); undeclared tools count as possibly
+    state-changing.
 
     - ``wrap_model_call``: notes the ``effects`` / ``repeatable`` of the tools the model
       is offered (in private state), unless the loop guard was given ``tools``.
@@ -275,7 +277,7 @@ def _traits(tools: Iterable[Any]) -> dict[str, dict[str, Any]]:
     for t in tools:
         if not isinstance(t, BaseTool):
             continue
-        meta = t.metadata or {}
+        meta = declared_traits(t.metadata)  # toolguard's keys, else MCP annotations
         entry: dict[str, Any] = {}
         if meta.get("effects") in ("read", "write"):
             entry["effects"] = meta["effects"]
