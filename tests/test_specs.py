@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any
 
@@ -305,5 +306,5 @@ def test_coerce_returns_a_spec_unchanged() -> None:
 
 def test_spec_is_frozen() -> None:
     spec = ToolSpec.from_openai(WEATHER_FN)
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.name = "other"  # type: ignore[misc]

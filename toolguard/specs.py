@@ -30,11 +30,14 @@ and :meth:`ToolSpec.coerce` the specs of the last :data:`COERCE_CACHE_SIZE` tool
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import hashlib
 import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Generic, Literal, TypeVar, cast
 
@@ -42,7 +45,6 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from toolguard.errors import ConfigurationError, ToolSpecError
 
@@ -69,7 +71,8 @@ GORILLA_TO_JSON_SCHEMA: dict[str, str] = {
 _TOOLBENCH_TYPES = {"NUMBER": "integer", "STRING": "string", "BOOLEAN": "boolean"}
 
 
-class ToolSpec(BaseModel):
+@dataclass(frozen=True, eq=False, slots=True)
+class ToolSpec:
     """A tool the agent may call.
 
     Attributes:
@@ -91,64 +94,64 @@ class ToolSpec(BaseModel):
 
     Built from a LangChain tool, ``effects``, ``repeatable``, ``idempotent`` and
     ``open_world`` come from its metadata (:func:`declared_traits`).
-    """
 
-    model_config = ConfigDict(frozen=True)
+    A frozen dataclass: change a spec with :meth:`replace`.  Its :attr:`digest` (every
+    field, canonical JSON) is computed at construction; specs hash and compare by it, so
+    they are cheap cache keys (a :class:`ToolSet` interns them).  ``parameters`` must not
+    be mutated in place afterwards (the digest would not see it).
+
+    Raises:
+        toolguard.errors.ToolSpecError: An empty ``name``, a ``parameters`` that is not a
+            mapping, or an unknown ``effects`` (a ``TypeError``).
+    """
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}})
     effects: Effects = "unknown"
     repeatable: bool = False
     idempotent: bool | None = None
     open_world: bool | None = None
-    _digest: str = PrivateAttr(default="")
-    _hash: int = PrivateAttr(default=0)
+    digest: str = field(init=False, repr=False, compare=False)
+    """Hex BLAKE2b digest of the spec's content (every field, canonical JSON)."""
+    _hash: int = field(init=False, repr=False, compare=False)
 
-    def model_post_init(self, __context: Any) -> None:
-        """Compute the content digest once: specs are frozen and used as cache keys."""
-        self._set_digest()
-
-    def _set_digest(self) -> None:
-        digest = _digest_of([type(self).__name__,
-                             *(getattr(self, f) for f in type(self).model_fields)])
-        private = self.__pydantic_private__
-        assert private is not None  # ToolSpec declares private attributes
-        private["_digest"] = digest
-        private["_hash"] = int(digest[:16], 16)
-
-    @property
-    def digest(self) -> str:
-        """Hex BLAKE2b digest of the spec's content (every field, canonical JSON).
-
-        Two specs are equal exactly when their digests are.  Computed at construction:
-        mutating ``parameters`` in place afterwards is not seen (specs are frozen; build a
-        new one, or use :meth:`model_copy` with ``update``).
-        """
-        private = self.__pydantic_private__
-        return cast(str, private["_digest"]) if private else ""
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ToolSpecError(f"a tool needs a non-empty string name, got {self.name!r}")
+        if not isinstance(self.parameters, Mapping):
+            raise ToolSpecError(f"parameters of {self.name!r} must be a JSON Schema object, "
+                                f"got {type(self.parameters).__name__}")
+        if self.effects not in ("read", "write", "unknown"):
+            raise ToolSpecError(f"effects of {self.name!r} must be 'read', 'write' or "
+                                f"'unknown', got {self.effects!r}")
+        digest = _digest_of(["ToolSpec", self.name, self.description, self.parameters,
+                             self.effects, self.repeatable, self.idempotent,
+                             self.open_world])
+        object.__setattr__(self, "digest", digest)
+        object.__setattr__(self, "_hash", int(digest[:16], 16))
 
     def __hash__(self) -> int:
-        # the private dict, not ``self._hash``: pydantic's __getattr__ costs ~2 us a read
-        return cast(int, self.__pydantic_private__["_hash"])  # type: ignore[index]
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
         if not isinstance(other, ToolSpec):
             return NotImplemented
-        mine, theirs = self.__pydantic_private__, other.__pydantic_private__
-        return bool(mine and theirs and mine["_digest"] == theirs["_digest"])
+        return self.digest == other.digest
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None,
-                   deep: bool = False) -> ToolSpec:
-        """A copy (see pydantic); its digest follows ``update``."""
-        copied = super().model_copy(update=update, deep=deep)
-        if update:
-            copied._set_digest()
-        return copied
+    def replace(self, **changes: Any) -> ToolSpec:
+        """A copy with ``changes`` (field values); its digest follows them."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec's fields as a plain dict (``ToolSpec(**spec.to_dict())`` rebuilds it)."""
+        return {"name": self.name, "description": self.description,
+                "parameters": self.parameters, "effects": self.effects,
+                "repeatable": self.repeatable, "idempotent": self.idempotent,
+                "open_world": self.open_world}
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -446,16 +449,12 @@ class _Bounded(Generic[K, V]):
 COERCE_CACHE_SIZE = 8192
 """Tool objects (LangChain tools, dicts) whose spec :meth:`ToolSpec.coerce` keeps."""
 TOOLSET_CACHE_SIZE = 128
-"""Compiled :class:`ToolSet` s kept by digest (their tables included)."""
+"""Compiled :class:`ToolSet` s interned (their tables included)."""
 VALIDATOR_CACHE_SIZE = 16384
-"""Compiled JSON Schema validators kept by spec digest (:func:`schema_validator`)."""
+"""Compiled JSON Schema validators kept by spec (:func:`schema_validator`)."""
 
 _UNCACHEABLE: Any = object()
 _COERCED: _Bounded[int, tuple[Any, Any, ToolSpec]] = _Bounded(COERCE_CACHE_SIZE)
-_TOOLSETS: _Bounded[str, ToolSet] = _Bounded(TOOLSET_CACHE_SIZE)
-_TOOLSETS_BY_IDS: _Bounded[tuple[int, ...], ToolSet] = _Bounded(TOOLSET_CACHE_SIZE)
-_VALIDATORS: _Bounded[str, tuple[Draft202012Validator | None]] = _Bounded(
-    VALIDATOR_CACHE_SIZE)
 
 
 def _fingerprint(tool: Any) -> Any:
@@ -532,26 +531,23 @@ def _digest_of(value: Any) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+@functools.lru_cache(maxsize=VALIDATOR_CACHE_SIZE)
 def schema_validator(spec: ToolSpec) -> Draft202012Validator | None:
     """The JSON Schema (draft 2020-12) validator of ``spec.parameters``, compiled once.
 
-    Kept by spec digest (the last :data:`VALIDATOR_CACHE_SIZE`), so every guard built
+    Kept by spec (its digest; the last :data:`VALIDATOR_CACHE_SIZE`), so every guard built
     from the same tools shares it.  Formats are checked (``FORMAT_CHECKER``).
 
     Returns:
         ``None`` when the schema itself is invalid (the tool author's problem, not the
         model's: such a tool's arguments are not validated).
     """
-    hit = _VALIDATORS.get(spec.digest)
-    if hit is not None:
-        return hit[0]
     try:
         Draft202012Validator.check_schema(spec.parameters)
-        validator: Draft202012Validator | None = Draft202012Validator(
-            spec.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER)
     except SchemaError:
-        validator = None
-    return _VALIDATORS.put(spec.digest, (validator,))[0]
+        return None
+    return Draft202012Validator(spec.parameters,
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 class ToolSet:
@@ -609,17 +605,10 @@ class ToolSet:
         if isinstance(specs, ToolSet):
             return specs
         items = tuple(specs)
-        ids = tuple(map(id, items))
-        seen = _TOOLSETS_BY_IDS.get(ids)  # the very same spec objects: no digest to hash
-        if seen is not None and seen.specs == items:  # identical items compare by identity
-            return seen
-        hit = _TOOLSETS.get(_set_digest(items))
-        if hit is None:
-            made = cls(items)
-            hit = _TOOLSETS.put(made.digest, made)
-        if hit.specs == items:
-            _TOOLSETS_BY_IDS.put(ids, hit)
-        return hit
+        for s in items:
+            if not isinstance(s, ToolSpec):
+                raise ToolSpecError(f"ToolSet takes ToolSpecs, got {type(s).__name__}")
+        return _interned(items)
 
     @classmethod
     def coerce(cls, tools: Iterable[Any]) -> ToolSet:
@@ -681,6 +670,12 @@ class ToolSet:
         shown = ", ".join(self.names[:5]) + (f", ... ({len(self.names)} tools)"
                                              if len(self.names) > 5 else "")
         return f"ToolSet([{shown}], digest={self.digest[:12]})"
+
+
+@functools.lru_cache(maxsize=TOOLSET_CACHE_SIZE)
+def _interned(specs: tuple[ToolSpec, ...]) -> ToolSet:
+    """The one :class:`ToolSet` of ``specs`` (specs hash and compare by digest)."""
+    return ToolSet(specs)
 
 
 def _set_digest(specs: Sequence[ToolSpec]) -> str:
