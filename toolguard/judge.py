@@ -4,7 +4,7 @@ Sync and async share :func:`build_messages` and :func:`parse_label`; only the mo
 call differs.  A judge never raises on a bad model answer: an answer with no valid
 label is ``Unsure`` (the guard then lets the call through), and a model error is
 reported in the result's ``reason``.  Graph control signals (``GraphBubbleUp``) are
-re-raised.  Judge calls are internal (:func:`toolguard.state.internal_config`): they never
+re-raised.  Judge calls are internal (:func:`toolguard.internal.internal_config`): they never
 appear in the user's ``stream_mode="messages"`` stream.
 """
 
@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 from toolguard.context import message_text
 from toolguard.errors import ConfigurationError
+from toolguard.internal import internal_config
 from toolguard.prompts import load_prompt
-from toolguard.state import internal_config
 
 
 class JudgeResult(BaseModel):

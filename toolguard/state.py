@@ -9,8 +9,9 @@
   tool calls were still unanswered (an ``ask_user`` interrupt answered with a new message
   instead of ``Command(resume=...)``): every tool call gets exactly one answer before the
   next user message, or providers reject the history.
-- :func:`internal_config` tags toolguard's own model calls (judges, the pre-check, the KG
-  generator) so they never appear in the user's ``stream_mode="messages"`` stream.
+- :func:`internal_config` (from :mod:`toolguard.internal`, re-exported) tags toolguard's own
+  model calls (judges, the pre-check, the KG generator) so they never appear in the user's
+  ``stream_mode="messages"`` stream.
 - :func:`emit` sends a custom stream event (``stream_mode="custom"``) when a writer exists.
 """
 
@@ -22,9 +23,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.constants import TAG_NOSTREAM
 
 from toolguard.conversation import marked_tool_message
+from toolguard.internal import INTERNAL_RUN_PREFIX, internal_config
 from toolguard.types import Verdict
 
 __all__ = [
@@ -44,8 +45,6 @@ CHECKPOINTER_KEY = "__pregel_checkpointer"
 """``config["configurable"]`` key LangGraph sets when the graph has a checkpointer
 (``langgraph._internal._constants.CONFIG_KEY_CHECKPOINTER``)."""
 
-INTERNAL_RUN_PREFIX = "toolguard."
-"""Run names of toolguard's internal model calls start with this (``toolguard.judge``)."""
 
 
 def messages_of(state: Any, key: str = "messages") -> list[BaseMessage]:
@@ -158,23 +157,6 @@ def close_dangling_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         return []  # cannot move messages without ids (add_messages assigns them in graphs)
     copies = [m.model_copy(update={"id": f"{m.id}.moved"}) for m in moved]
     return [*(RemoveMessage(id=str(m.id)) for m in moved), *answers, *copies]
-
-
-def internal_config(kind: str, config: RunnableConfig | None = None) -> RunnableConfig:
-    """The config for one of toolguard's own model calls (a judge, the pre-check, ...).
-
-    The call is tagged ``nostream`` (LangGraph's ``TAG_NOSTREAM``: left out of
-    ``stream_mode="messages"``), marked internal for LangChain's stream transformers
-    (``lc_internal_call`` metadata), and named ``toolguard.<kind>`` with ``toolguard:
-    <kind>`` metadata so a LangSmith trace shows what it was.
-    """
-    from langchain.agents.middleware.internal_call_transformer import internal_call_metadata
-
-    base: RunnableConfig = dict(config or {})  # type: ignore[assignment]
-    tags = [*(base.get("tags") or []), TAG_NOSTREAM, f"toolguard:{kind}"]
-    metadata = {**(base.get("metadata") or {}), **internal_call_metadata(), "toolguard": kind}
-    return {**base, "tags": tags, "metadata": metadata,
-            "run_name": f"{INTERNAL_RUN_PREFIX}{kind}"}
 
 
 def emit(event: Mapping[str, Any], writer: Callable[[Any], None] | None = None) -> None:

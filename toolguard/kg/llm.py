@@ -15,9 +15,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from toolguard.errors import ConfigurationError
+from toolguard.internal import internal_config
 from toolguard.kg.graph import ExtractionMode, KnowledgeGraph, kg_search, parse_search_calls
 from toolguard.prompts import load_prompt
-from toolguard.state import internal_config
 
 
 def _text(message: BaseMessage) -> str:

@@ -25,7 +25,7 @@ class ToolguardMiddleware(AgentMiddleware[S, Any, Any], Generic[S]):
 
     Declares LangChain's ``InternalCallTransformer``, so the model calls toolguard makes
     itself (LLM judges, the pre-check, the KG generator; all tagged with
-    :func:`toolguard.state.internal_config`) stay out of the agent's message stream, and
+    :func:`toolguard.internal.internal_config`) stay out of the agent's message stream, and
     a ``trace_policy`` that keeps the conversation out of toolguard's own hook spans
     (``TracePolicy(process_inputs=omit_payload)``, as LangChain's ``ToolErrorMiddleware``
     and ``ModelRouterMiddleware`` do): a trace shows each toolguard hook and its timing,
