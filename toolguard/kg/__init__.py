@@ -10,9 +10,13 @@
 - :class:`KGStore` (``toolguard.kg.store``): per-user KGs in a LangGraph ``BaseStore``,
   versioned (one version item per user, changed by every write through it).
 - :class:`KGCache` (``toolguard.kg.cache``): per-user graphs and resolvers kept between
-  turns by KG version, shared by the KG middleware and node.
-- ``toolguard.kg.request``: rewriting the user's request with the resolved sub-KG, shared
-  by :class:`~toolguard.KGResolveMiddleware` and :class:`~toolguard.nodes.KGResolveNode`.
+  turns by KG version.
+- :class:`KGTurnResolver` (``toolguard.kg.turn``): a user turn (resolve the new request,
+  ask about a missing link, rewrite it) as one sans-IO plan; the engine of
+  :class:`~toolguard.KGResolveMiddleware` and :class:`~toolguard.nodes.KGResolveNode`,
+  whose state keys and marks its module lists.  ``toolguard.kg.plan``: the plan's I/O
+  steps (store reads, the interrupt, a stream event) and its sync / async drivers;
+  ``toolguard.kg.request``: rewriting the request with the resolved sub-KG.
 - ``toolguard.kg.embed.EmbeddingSimilarity``: optional relation-name embedding
   similarity (``embed`` extra); not imported here.
 """
@@ -32,6 +36,7 @@ from toolguard.kg.llm import LLMPathGenerator
 from toolguard.kg.request import EXTRA_INFO, format_sub_kg
 from toolguard.kg.resolver import DeterministicPathGenerator, Resolution, relation_stem
 from toolguard.kg.store import KGStore
+from toolguard.kg.turn import KGTurnResolver
 
 __all__ = [
     "BAD_EXTRACT",
@@ -40,6 +45,7 @@ __all__ = [
     "ExtractionMode",
     "KGCache",
     "KGStore",
+    "KGTurnResolver",
     "KnowledgeGraph",
     "LLMPathGenerator",
     "Resolution",

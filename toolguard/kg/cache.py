@@ -8,8 +8,8 @@ are built once per graph).  A turn costs one ``get`` of the user's version item
 change through any :class:`~toolguard.kg.store.KGStore` the graph is read again in one
 ``search`` (:meth:`~toolguard.kg.store.KGStore.load_versioned`).  Triples written to the
 store behind ``KGStore`` 's back (no version change) are seen once the entry is
-``max_age_s`` seconds old.  Shared by :class:`~toolguard.KGResolveMiddleware` and
-:class:`~toolguard.nodes.KGResolveNode`.
+``max_age_s`` seconds old.  Used by :class:`~toolguard.kg.turn.KGTurnResolver`, the engine
+of :class:`~toolguard.KGResolveMiddleware` and :class:`~toolguard.nodes.KGResolveNode`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from toolguard.errors import ConfigurationError
 from toolguard.kg.graph import KnowledgeGraph
-from toolguard.kg.resolver import DeterministicPathGenerator
+from toolguard.kg.plan import Plan, ReadGraph, ReadVersion, adrive, drive
+from toolguard.kg.resolver import DeterministicPathGenerator, ResolverOptions
 from toolguard.kg.store import KGStore
 
 __all__ = ["KGCache"]
@@ -56,7 +57,8 @@ class KGCache:
     """
 
     def __init__(self, *, max_users: int = 256, max_triples: int = 500_000,
-                 max_age_s: float | None = 60.0, **resolver_options: Any) -> None:
+                 max_age_s: float | None = 60.0,
+                 **resolver_options: Unpack[ResolverOptions]) -> None:
         if max_users < 1:
             raise ConfigurationError("max_users must be >= 1")
         if max_triples < 1:
@@ -67,7 +69,7 @@ class KGCache:
         self.max_users = max_users
         self.max_triples = max_triples
         self.max_age_s = max_age_s
-        self.resolver_options = dict(resolver_options)
+        self.resolver_options: ResolverOptions = resolver_options
         self._entries: OrderedDict[tuple[int, tuple[str, ...], str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.loads = 0
@@ -105,6 +107,22 @@ class KGCache:
             if key in self._entries:
                 self._entries.move_to_end(key)
 
+    def lookup(self, store: KGStore, user_id: str) -> Plan[DeterministicPathGenerator]:
+        """:meth:`resolver` as a plan (:mod:`toolguard.kg.plan`): yields the store reads.
+
+        A :class:`~toolguard.kg.plan.ReadVersion` when a cached graph may be used, then a
+        :class:`~toolguard.kg.plan.ReadGraph` if its version changed (or none was cached).
+        """
+        entry = self._fresh(store, user_id)
+        if entry is not None:
+            version: str | None = yield ReadVersion(store, user_id)
+            if version == entry.version:
+                self._hit(store, user_id)
+                return entry.resolver
+        loaded_at = time.monotonic()
+        kg, version = yield ReadGraph(store, user_id)
+        return self._keep(store, user_id, kg, version, loaded_at)
+
     def resolver(self, store: KGStore, user_id: str) -> DeterministicPathGenerator:
         """The resolver over ``user_id`` 's current graph in ``store``.
 
@@ -114,23 +132,11 @@ class KGCache:
         Raises:
             toolguard.errors.KGError: An invalid user id.
         """
-        entry = self._fresh(store, user_id)
-        if entry is not None and store.version(user_id) == entry.version:
-            self._hit(store, user_id)
-            return entry.resolver
-        loaded_at = time.monotonic()
-        kg, version = store.load_versioned(user_id)
-        return self._keep(store, user_id, kg, version, loaded_at)
+        return drive(self.lookup(store, user_id))
 
     async def aresolver(self, store: KGStore, user_id: str) -> DeterministicPathGenerator:
-        """Async twin of :meth:`resolver` (``aget`` / ``asearch``)."""
-        entry = self._fresh(store, user_id)
-        if entry is not None and await store.aversion(user_id) == entry.version:
-            self._hit(store, user_id)
-            return entry.resolver
-        loaded_at = time.monotonic()
-        kg, version = await store.aload_versioned(user_id)
-        return self._keep(store, user_id, kg, version, loaded_at)
+        """Async :meth:`resolver` (``aget`` / ``asearch``)."""
+        return await adrive(self.lookup(store, user_id))
 
     def graph(self, store: KGStore, user_id: str) -> KnowledgeGraph:
         """The user's current graph (as :meth:`resolver`; do not mutate it)."""

@@ -20,13 +20,14 @@ from toolguard.conversation import message_text
 from toolguard.kg.graph import Triple
 from toolguard.kg.resolver import Resolution
 
-__all__ = ["EXTRA_INFO", "KG_KEY", "Rewrite", "format_sub_kg", "grounding_of",
+__all__ = ["EXTRA_INFO", "KG_KEY", "Rewrite", "format_sub_kg", "grounding_of", "kg_record",
            "question_for", "rewrite_request", "speaker_and_user", "unresolved_request"]
 
 EXTRA_INFO = "The extra information for the query is"
 """KGETool's lead-in for the sub-KG appended to the query (FamilyTool data)."""
 KG_KEY = "toolguard_kg"
-"""``additional_kwargs`` key recording a resolved request (programs, triples, missing)."""
+"""Key of :func:`kg_record`: in a rewritten request's ``additional_kwargs`` (so it is never
+resolved twice) and in a KG question's ``response_metadata``."""
 
 
 def format_sub_kg(triples: Sequence[Triple]) -> str:
@@ -37,6 +38,16 @@ def format_sub_kg(triples: Sequence[Triple]) -> str:
 def grounding_of(resolution: Resolution) -> list[str]:
     """Strings the content detector may treat as grounded: entities and triples."""
     return [*resolution.entities, *(f"{h} {r} {t}" for h, r, t in resolution.triples)]
+
+
+def kg_record(res: Resolution) -> dict[str, Any]:
+    """What a resolution is recorded as under :data:`KG_KEY`.
+
+    ``{"programs": [...], "triples": [[head, relation, tail], ...], "missing": [...]}``;
+    a rewritten request adds ``"answer"`` (the user's answer to the question asked).
+    """
+    return {"programs": list(res.programs), "triples": [list(t) for t in res.triples],
+            "missing": list(res.missing)}
 
 
 def question_for(missing: Sequence[str]) -> str:
@@ -94,9 +105,7 @@ def rewrite_request(message: HumanMessage, res: Resolution,
     """
     if not res.triples and answer is None:
         return None
-    record: dict[str, Any] = {"programs": res.programs,
-                              "triples": [list(t) for t in res.triples],
-                              "missing": res.missing}
+    record = kg_record(res)
     text = message_text(message)
     grounding = grounding_of(res)
     if answer is not None:

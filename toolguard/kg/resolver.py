@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 import snowballstemmer
 from rapidfuzz import fuzz
@@ -188,6 +188,21 @@ SimilarityFn = Callable[[str, Sequence[str]], list[float]]
 """``(query words, relation names) -> similarity in [0, 1] per relation``."""
 
 
+class ResolverOptions(TypedDict, total=False):
+    """Keyword options of :class:`DeterministicPathGenerator` (its ``Args`` say what each is).
+
+    Typed so that the KG middleware, node and cache, which pass them on, name them too.
+    """
+
+    fuzzy_threshold: float
+    min_score: float
+    similarity: SimilarityFn | None
+    similarity_weight: float
+    vague_score: float
+    top_k: int
+    top_margin: float
+
+
 class DeterministicPathGenerator:
     """Relation-path generation without an LLM (see the module docstring for the steps).
 
@@ -225,12 +240,14 @@ class DeterministicPathGenerator:
         top_k: int = 1,
         top_margin: float = 0.6,
     ) -> None:
-        if not 0 <= fuzzy_threshold <= 100:
-            raise ConfigurationError("fuzzy_threshold must be in [0, 100]")
-        if min_score <= 0:
-            raise ConfigurationError("min_score must be > 0")
-        if similarity_weight < 0:
-            raise ConfigurationError("similarity_weight must be >= 0")
+        for name, value, ok, bound in (
+                ("fuzzy_threshold", fuzzy_threshold, 0 <= fuzzy_threshold <= 100, "in [0, 100]"),
+                ("min_score", min_score, min_score > 0, "> 0"),
+                ("similarity_weight", similarity_weight, similarity_weight >= 0, ">= 0"),
+                ("top_k", top_k, top_k >= 1, ">= 1"),
+                ("top_margin", top_margin, top_margin >= 0, ">= 0")):
+            if not ok:
+                raise ConfigurationError(f"{name} must be {bound}, got {value!r}")
         self.kg = kg
         self.fuzzy_threshold = fuzzy_threshold
         self.min_score = min_score
@@ -239,10 +256,6 @@ class DeterministicPathGenerator:
         self._cache_key: tuple[int, int] | None = None
         self._cache: _Views | None = None
         self.vague_score = vague_score
-        if top_k < 1:
-            raise ConfigurationError("top_k must be >= 1")
-        if top_margin < 0:
-            raise ConfigurationError("top_margin must be >= 0")
         self.top_k = top_k
         self.top_margin = top_margin
 

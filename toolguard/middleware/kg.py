@@ -9,22 +9,17 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, Unpack
 
 from langchain.agents.middleware.types import hook_config
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from toolguard.conversation import message_text
-from toolguard.errors import ConfigurationError, KGError
-from toolguard.kg.cache import KGCache
-from toolguard.kg.graph import KnowledgeGraph
-from toolguard.kg.request import question_for, rewrite_request, speaker_and_user, unresolved_request
-from toolguard.kg.resolver import DeterministicPathGenerator, Resolution
-from toolguard.kg.store import KGStore
+from toolguard.kg.plan import Plan, adrive, drive
+from toolguard.kg.turn import GROUNDING_KEY, KGTurnOptions, KGTurnResolver
 from toolguard.middleware._base import ToolguardMiddleware, ToolguardState
-from toolguard.protocol import AskQuestion, ask_user, user_message
-from toolguard.state import can_interrupt, emit, validate_ask_user
+from toolguard.state import can_interrupt, emit, messages_of, validate_ask_user
 
 __all__ = ["KGResolveMiddleware"]
 
@@ -37,7 +32,9 @@ class KGResolveMiddleware(ToolguardMiddleware[ToolguardState]):
     (possessive and "of" chains, kinship synonyms, relation-name similarity) and rewritten
     with KGETool's "The extra information for the query is (...)" (same message id).  The
     resolved entities and triples go to ``state["kg_grounding"]``, where
-    :class:`~toolguard.GuardMiddleware` counts them as grounded.
+    :class:`~toolguard.GuardMiddleware` counts them as grounded.  The turn is
+    :class:`~toolguard.kg.turn.KGTurnResolver` 's (shared with
+    :class:`~toolguard.nodes.KGResolveNode`; its module lists the state keys and marks).
 
     - The KG: ``kg=`` (one graph for everyone), else the user's graph in a
       :class:`~toolguard.kg.store.KGStore` over ``store=`` or the agent's own store
@@ -56,14 +53,12 @@ class KGResolveMiddleware(ToolguardMiddleware[ToolguardState]):
       appended to the request), else the turn ends with the question.
 
     Args:
-        kg: A fixed knowledge graph shared by every user (not with ``store``).
-        store: Per-user KGs (a :class:`KGStore`); default: over the agent's store.
-        user_key: Name of the user id in the context, ``configurable`` or state.
-        speaker_key: Name of the speaker's entity in the context, ``configurable`` or state.
-        ask_user: ``"auto"``, ``"interrupt"`` or ``"end"``.
-        max_age_s: Seconds after which a user's graph is read again even when its version
-            is unchanged (``None``: only on a change through ``KGStore``).
-        **resolver_options: Keyword options of :class:`DeterministicPathGenerator`.
+        ask_user: ``"auto"`` interrupts when the run has a checkpointer, else ends the turn
+            with the question; ``"interrupt"`` / ``"end"`` force one way.
+        **options: The KG options (:class:`~toolguard.kg.turn.KGTurnOptions`; each is
+            documented on :class:`~toolguard.kg.turn.KGTurnResolver`): ``kg``, ``store``,
+            ``user_key``, ``speaker_key``, ``max_age_s`` and the resolver's (``min_score``,
+            ``top_k``, ...).
 
     Raises:
         toolguard.errors.ConfigurationError: ``kg`` and ``store`` together, an unknown
@@ -72,93 +67,36 @@ class KGResolveMiddleware(ToolguardMiddleware[ToolguardState]):
 
     state_schema = ToolguardState
 
-    def __init__(
-        self,
-        *,
-        kg: KnowledgeGraph | None = None,
-        store: KGStore | None = None,
-        user_key: str = "user_id",
-        speaker_key: str = "kg_speaker",
-        ask_user: Literal["auto", "interrupt", "end"] = "auto",
-        max_age_s: float | None = 60.0,
-        **resolver_options: Any,
-    ) -> None:
+    def __init__(self, *, ask_user: Literal["auto", "interrupt", "end"] = "auto",
+                 **options: Unpack[KGTurnOptions]) -> None:
         super().__init__()
-        if kg is not None and store is not None:
-            raise ConfigurationError("pass kg (one shared KG) or store (per-user KGs), not both")
         validate_ask_user(ask_user)
-        # per-user graphs and resolvers by KG version (validates the options eagerly)
-        self._cache = KGCache(max_age_s=max_age_s, **resolver_options)
-        self._empty = DeterministicPathGenerator(KnowledgeGraph(), **resolver_options)
-        self.kg = kg
-        self.kg_store = store
-        self.user_key = user_key
-        self.speaker_key = speaker_key
+        self.resolver = KGTurnResolver(**options)
         self.ask_user = ask_user
-        self.resolver_options = resolver_options
-        self._fixed = DeterministicPathGenerator(kg, **resolver_options) if kg is not None \
-            else None
-
-    def _ids(self, state: Any, runtime: Runtime[Any]) -> tuple[str | None, str | None]:
-        configurable = (_config().get("configurable") or {})
-        return speaker_and_user(runtime.context or {}, configurable, state,
-                                user_key=self.user_key, speaker_key=self.speaker_key)
-
-    def _store(self, runtime: Runtime[Any]) -> KGStore:
-        if self.kg_store is not None:
-            return self.kg_store
-        if runtime.store is None:
-            raise KGError("KGResolveMiddleware needs kg=, store= or an agent created with "
-                          "store=")
-        return KGStore(runtime.store)
 
     @hook_config(can_jump_to=["end"])
     def before_agent(self, state: ToolguardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Resolve the new request (see the class docstring)."""
-        message = unresolved_request(state.get("messages") or [])
-        if message is None:
-            return None
-        user, speaker = self._ids(state, runtime)
-        gen = (self._fixed if self._fixed is not None
-               else self._cache.resolver(self._store(runtime), user) if user is not None
-               else self._empty)
-        return self._update(message, gen.resolve(message_text(message), speaker=speaker),
-                            runtime)
+        return drive(self._turn(state, runtime))
 
     @hook_config(can_jump_to=["end"])
     async def abefore_agent(self, state: ToolguardState,
                             runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_agent` (the store is read with ``aget``/``asearch``)."""
-        message = unresolved_request(state.get("messages") or [])
-        if message is None:
-            return None
-        user, speaker = self._ids(state, runtime)
-        gen = (self._fixed if self._fixed is not None
-               else await self._cache.aresolver(self._store(runtime), user) if user is not None
-               else self._empty)
-        return self._update(message, gen.resolve(message_text(message), speaker=speaker),
-                            runtime)
+        """Async :meth:`before_agent` (the store is read with ``aget`` / ``asearch``)."""
+        return await adrive(self._turn(state, runtime))
 
-    def _update(self, message: Any, res: Resolution,
-                runtime: Runtime[Any]) -> dict[str, Any] | None:
-        answer: str | None = None
-        question: str | None = None
-        if res.missing:
-            question = question_for(res.missing)
-            emit({"event": "kg_missing", "missing": list(res.missing)},
-                 getattr(runtime, "stream_writer", None))
-            if not can_interrupt(self.ask_user, _config()):
-                return {"messages": [user_message(question, "ask_user", toolguard_kg={
-                    "missing": list(res.missing), "programs": res.programs})],
-                    "jump_to": "end"}
-            (reply,) = ask_user([AskQuestion(tool_call_id=None, tool_name=None,
-                                             question=question, missing=list(res.missing),
-                                             source="kg")])
-            answer = reply.text
-        rewrite = rewrite_request(message, res, answer, question)
-        if rewrite is None:
+    def _turn(self, state: ToolguardState, runtime: Runtime[Any]) -> Plan[dict[str, Any] | None]:
+        """The resolver's plan for this turn, its result as the state update."""
+        config = _config()
+        update = yield from self.resolver.plan(
+            messages_of(state), state=state, configurable=config.get("configurable") or {},
+            runtime=runtime, ask="interrupt" if can_interrupt(self.ask_user, config) else "end",
+            notify=partial(emit, writer=getattr(runtime, "stream_writer", None)))
+        if update is None:
             return None
-        return {"messages": [rewrite.message], "kg_grounding": rewrite.grounding}
+        if update.ends_turn:
+            return {"messages": [update.message], "jump_to": "end"}
+        return {"messages": [update.message], GROUNDING_KEY: update.grounding}
 
 
 def _config() -> Any:
