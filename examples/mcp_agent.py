@@ -34,6 +34,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from toolguard import GuardMiddleware, RetryControllerMiddleware
+from toolguard.retry import RetryPolicy
 from toolguard.specs import ToolSpec
 from toolguard.testing import ScriptedChatModel
 
@@ -114,7 +115,8 @@ def build(tools: list[BaseTool]) -> Any:
     ]
     return create_agent(
         ScriptedChatModel(script=script), tools,
-        middleware=[RetryControllerMiddleware(initial_delay=0, jitter=0), GuardMiddleware()],
+        middleware=[RetryControllerMiddleware(policy=RetryPolicy(initial_delay=0)),
+                    GuardMiddleware()],
         checkpointer=InMemorySaver())
 
 

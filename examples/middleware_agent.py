@@ -29,6 +29,7 @@ from toolguard import (
     PrecheckMiddleware,
     RetryControllerMiddleware,
 )
+from toolguard.retry import RetryPolicy
 from toolguard.testing import ScriptedChatModel
 
 LEDGER: dict[str, float] = {"ACC-1": 120.0, "ACC-2": 15.0}
@@ -85,7 +86,7 @@ def script() -> list[AIMessage]:
 def build() -> Any:
     return create_agent(
         ScriptedChatModel(script=script()), [get_balance, transfer],
-        middleware=[RetryControllerMiddleware(initial_delay=0, jitter=0),
+        middleware=[RetryControllerMiddleware(policy=RetryPolicy(initial_delay=0)),
                     PrecheckMiddleware(), LoopGuardMiddleware(), GuardMiddleware()],
         checkpointer=InMemorySaver())
 

@@ -30,11 +30,13 @@ from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, ValidationError
 
+from toolguard.errors import ConfigurationError
 from toolguard.middleware import RetryControllerMiddleware
 from toolguard.retry import (
     RETRY_KEY,
     Classification,
     RetryController,
+    RetryPolicy,
     RetryRecord,
     Tally,
     ToolPolicy,
@@ -46,9 +48,10 @@ from toolguard_graphs import create_guarded_agent, create_plain_agent
 
 KEY = "toolguard_controller"
 # backoff settings that make every expected wait distinct: retry n (1-based) waits
-# INITIAL * FACTOR**(n-1) + U(0, JITTER) seconds (INITIAL stays at its default, 1.0: any
-# other value hits the tenacity deprecation, see test_initial_delay_emits_no_warning)
-INITIAL, FACTOR, JITTER = 1.0, 3.0, 0.25
+# INITIAL * FACTOR**(n-1) seconds ±25 % (jitter)
+INITIAL, FACTOR = 1.0, 3.0
+CONTROLLER_OPTIONS = ("max_tool_calls", "max_consecutive_failures", "state_key")
+"""Options of the RetryController itself; every other option is a RetryPolicy field."""
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -85,10 +88,11 @@ class Sleeps:
         self.async_.append(seconds)
 
     def controller(self, **options: Any) -> RetryController:
+        caps = {k: options.pop(k) for k in CONTROLLER_OPTIONS if k in options}
         options.setdefault("initial_delay", INITIAL)
         options.setdefault("backoff_factor", FACTOR)
-        options.setdefault("jitter", JITTER)
-        return RetryController(sleep=self.sleep, asleep=self.asleep, **options)
+        return RetryController(RetryPolicy(**options), sleep=self.sleep, asleep=self.asleep,
+                               **caps)
 
 
 @pytest.fixture
@@ -155,9 +159,9 @@ def only_answer(out: dict[str, Any], call_id: str) -> ToolMessage:
 
 
 def assert_backoff(delay: float, retry: int) -> None:
-    """Retry ``retry`` (1-based) waits ``INITIAL * FACTOR**(retry-1) + U(0, JITTER)``."""
+    """Retry ``retry`` (1-based) waits ``INITIAL * FACTOR**(retry-1)`` seconds ±25 %."""
     base = INITIAL * FACTOR ** (retry - 1)
-    assert base <= delay <= base + JITTER, (retry, delay)
+    assert 0.75 * base <= delay <= 1.25 * base, (retry, delay)
 
 
 @pytest.fixture
@@ -360,29 +364,62 @@ def test_counters_update_adds_each_step_once() -> None:
     [
         ({"max_retries": -1}, "max_retries must be >= 0"),
         ({"initial_delay": -1}, "must be >= 0 seconds"),
-        ({"jitter": -0.1}, "must be >= 0 seconds"),
+        ({"max_delay": float("inf")}, "max_delay must be >= 0 seconds"),
         ({"backoff_factor": 0.5}, "backoff_factor must be >= 1"),
-        ({"on_exhausted": "retry"}, "on_exhausted must be 'skip' or 'finish'"),
+        ({"on_failure": "retry"}, "on_failure must be 'skip' or 'finish'"),
         ({"max_tool_calls": 0}, "max_tool_calls must be >= 1"),
         ({"max_consecutive_failures": 0}, "max_consecutive_failures must be >= 1"),
         ({"timeout_s": 0}, "timeout_s must be > 0"),
     ],
 )
 def test_controller_validates_its_bounds(options: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        RetryController(**options)
+    with pytest.raises(ConfigurationError, match=message):
+        Sleeps().controller(**options)
 
 
-def test_initial_delay_emits_no_warning() -> None:
+def test_old_option_names_and_langchain_values_raise_a_clear_error() -> None:
+    """0.2 renamed on_exhausted to on_failure and made jitter LangChain's bool (±25 %)."""
+    with pytest.raises(ConfigurationError, match=r"jitter must be True or False.*seconds"):
+        RetryPolicy(jitter=0.25)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="use 'skip'"):
+        RetryPolicy(on_failure="continue")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="use 'finish'"):
+        ToolPolicy(on_failure="error")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="on_exhausted"):
+        ToolPolicy(on_exhausted="finish")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="max_retries"):
+        RetryController(max_retries=1)  # type: ignore[call-arg]
+    with pytest.raises(ConfigurationError, match="policy must be a RetryPolicy"):
+        RetryController({"max_retries": 1})  # type: ignore[arg-type]
+
+
+def test_delay_is_initial_times_factor_to_the_n_capped() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        controller = RetryController(initial_delay=0.5, backoff_factor=2, jitter=0)
-    assert controller.delay(1, Classification(outcome="transient")) == 0.5
+        policy = RetryPolicy(initial_delay=0.5, backoff_factor=2, max_delay=3, jitter=False)
+    assert [policy.delay(n) for n in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert policy.delay(10_000) == 3.0  # no overflow
+    assert policy.delay(0, retry_after=2.0) == 2.0 and policy.delay(0, retry_after=99) == 3.0
+    jittered = RetryPolicy(initial_delay=2, backoff_factor=1, max_delay=2.2)
+    waits = [jittered.delay(1) for _ in range(200)]
+    assert all(1.5 <= w <= 2.2 for w in waits) and len(set(waits)) > 1  # ±25 %, capped
+    assert RetryPolicy(initial_delay=0).delay(3) == 0.0
+
+
+def test_policies_are_frozen() -> None:
+    policy = RetryPolicy(tool_policies={"a": ToolPolicy(max_retries=1)},
+                         read_only_tools=["b"])
+    with pytest.raises(AttributeError):
+        policy.max_retries = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        policy.tool_policies["c"] = ToolPolicy()  # type: ignore[index]
+    assert policy.retries_for("a") == 1 and policy.retries_for("c") == 3
+    assert policy.idempotent_for("b") and not policy.idempotent_for("c")
 
 
 @pytest.mark.parametrize("options", [{"timeout_s": 0}, {"max_retries": -1}])
 def test_tool_policy_validates_its_bounds(options: dict[str, Any]) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigurationError):
         ToolPolicy(**options)
 
 
@@ -590,8 +627,8 @@ def _check_finished(out: dict[str, Any], model: ScriptedChatModel, call_id: str)
 
 
 @pytest.mark.parametrize("controller_options", [
-    {"on_exhausted": "finish"},
-    {"tool_policies": {"get_quote": ToolPolicy(on_exhausted="finish")}},
+    {"on_failure": "finish"},
+    {"tool_policies": {"get_quote": ToolPolicy(on_failure="finish")}},
 ], ids=["default-finish", "per-tool-finish"])
 def test_finish_policy_ends_the_run(sleeps: Sleeps, controller_options: dict[str, Any]) -> None:
     flaky = Flaky("get_quote", [HTTPError(503)] * 10)
@@ -606,7 +643,7 @@ def test_finish_policy_ends_the_run(sleeps: Sleeps, controller_options: dict[str
 def test_per_tool_skip_overrides_a_finish_default(sleeps: Sleeps) -> None:
     flaky = Flaky("get_quote", [HTTPError(403)])
     controller = sleeps.controller(
-        on_exhausted="finish", tool_policies={"get_quote": ToolPolicy(on_exhausted="skip")})
+        on_failure="finish", tool_policies={"get_quote": ToolPolicy(on_failure="skip")})
     graph, model = plain(_retry_script(), [flaky.tool()], controller)
     out = graph.invoke(ask())
     assert out[KEY]["skips"] == 1 and not out[KEY].get("finished")
@@ -617,7 +654,7 @@ def test_finish_in_the_guarded_agent(sleeps: Sleeps) -> None:
     flaky = Flaky("get_quote", [PermissionError("403 Forbidden")], metadata={"effects": "read"})
     model = ScriptedChatModel(script=[ai_calls(("get_quote", {"city": "Paris"}, "q"))])
     graph = create_guarded_agent(model, [flaky.tool()],
-                                 controller=sleeps.controller(on_exhausted="finish"))
+                                 controller=sleeps.controller(on_failure="finish"))
     out = graph.invoke(ask())
     _check_finished(out, model, "q")
     assert out["toolguard"]["allowed"] == 1
@@ -629,7 +666,7 @@ def test_finish_does_not_stick_to_the_next_turn(sleeps: Sleeps, recorder: Record
               ai_calls(("get_weather", {"city": "Paris"}, "w")),
               AIMessage("Paris is sunny.")]
     graph, _ = plain(script, [flaky.tool(), *recorder.tools()],
-                     sleeps.controller(on_exhausted="finish"), checkpointer=InMemorySaver())
+                     sleeps.controller(on_failure="finish"), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "two-turns"}}
     first = graph.invoke(ask(), config)
     assert first[KEY]["finished"] is True
@@ -1089,14 +1126,14 @@ def _check_middleware_finish(out: dict[str, Any], model: ScriptedChatModel) -> N
 def test_middleware_finish_jumps_to_the_end(sleeps: Sleeps) -> None:
     flaky = Flaky("get_quote", [HTTPError(403)])
     agent, model = _agent([ai_calls(("get_quote", {"city": "Paris"}, "q"))], [flaky.tool()],
-                          sleeps.controller(on_exhausted="finish"))
+                          sleeps.controller(on_failure="finish"))
     _check_middleware_finish(agent.invoke(ask()), model)
 
 
 async def test_middleware_finish_jumps_to_the_end_async(sleeps: Sleeps) -> None:
     flaky = Flaky("get_quote", [HTTPError(403)])
     agent, model = _agent([ai_calls(("get_quote", {"city": "Paris"}, "q"))], [flaky.tool()],
-                          sleeps.controller(on_exhausted="finish"))
+                          sleeps.controller(on_failure="finish"))
     _check_middleware_finish(await agent.ainvoke(ask()), model)
 
 
@@ -1128,11 +1165,12 @@ def test_middleware_internal_error_feedback(sleeps: Sleeps) -> None:
 
 
 def test_middleware_options_and_validation() -> None:
-    middleware = RetryControllerMiddleware(max_retries=1, on_exhausted="finish")
-    assert middleware.controller.max_retries == 1
-    assert middleware.controller.on_exhausted == "finish"
-    with pytest.raises(ValueError, match="either controller= or RetryController options"):
-        RetryControllerMiddleware(RetryController(), max_retries=1)
+    middleware = RetryControllerMiddleware(
+        policy=RetryPolicy(max_retries=1, on_failure="finish"))
+    assert middleware.controller.policy.max_retries == 1
+    assert middleware.controller.policy.on_failure == "finish"
+    with pytest.raises(ValueError, match="either controller= or policy="):
+        RetryControllerMiddleware(RetryController(), policy=RetryPolicy(max_retries=1))
     with pytest.raises(ValueError, match="state_key='toolguard_controller'"):
         RetryControllerMiddleware(RetryController(state_key="other"))
 
@@ -1141,7 +1179,7 @@ def test_middleware_finish_does_not_stick_to_the_next_turn(sleeps: Sleeps) -> No
     flaky = Flaky("get_quote", [HTTPError(403)])
     agent, model = _agent(
         [ai_calls(("get_quote", {"city": "Paris"}, "q")), AIMessage("What else can I do?")],
-        [flaky.tool()], sleeps.controller(on_exhausted="finish"), checkpointer=InMemorySaver())
+        [flaky.tool()], sleeps.controller(on_failure="finish"), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "mw-two-turns"}}
     assert agent.invoke(ask(), config)[KEY]["finished"] is True
     out = agent.invoke(ask("OK, forget the quote."), config)

@@ -41,6 +41,7 @@ from toolguard.middleware import (
     RetryControllerMiddleware,
 )
 from toolguard.middleware.loop import LoopGuardMiddleware
+from toolguard.retry import RetryController, RetryPolicy
 from toolguard.specs import ToolSpec
 from toolguard.testing import ScriptedChatModel
 
@@ -237,7 +238,8 @@ def test_failing_call_in_the_recommended_chain(box: Toolbox) -> None:
     inside each call, the loop guard bounds the model's repeats of it."""
     weather = box.failing("get_weather", description="Get the current weather for a city.")
     sleeps: list[float] = []
-    chain = [RetryControllerMiddleware(max_retries=1, sleep=sleeps.append),
+    chain = [RetryControllerMiddleware(RetryController(RetryPolicy(max_retries=1),
+                                                       sleep=sleeps.append)),
              KGResolveMiddleware(kg=KnowledgeGraph()), PrecheckMiddleware(),
              LoopGuardMiddleware(), GuardMiddleware()]
     graph, model = agent(steps(50, ("get_weather", "Paris")), [weather], *chain)

@@ -27,6 +27,7 @@ from langgraph.types import Command
 
 from toolguard import Guard, GuardMiddleware, RetryControllerMiddleware
 from toolguard.protocol import Answer, answered_tool_message
+from toolguard.retry import RetryPolicy
 from toolguard.specs import ToolSpec, declared_traits
 from toolguard.testing import ScriptedChatModel
 
@@ -65,7 +66,8 @@ def guarded(tools: list[BaseTool], *script: AIMessage) -> Any:
     """``create_agent`` with toolguard's guard and retry controller; no configuration."""
     return create_agent(
         ScriptedChatModel(script=list(script)), tools,
-        middleware=[RetryControllerMiddleware(initial_delay=0, jitter=0), GuardMiddleware()],
+        middleware=[RetryControllerMiddleware(policy=RetryPolicy(initial_delay=0)),
+                    GuardMiddleware()],
         checkpointer=InMemorySaver())
 
 

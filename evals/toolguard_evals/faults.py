@@ -1,57 +1,18 @@
 """Fault injection on BFCL multi-turn gold replays: retry policies compared on final state.
 
-Each ``multi_turn_base`` episode's gold calls are replayed turn by turn in BFCL's own
-executable environments (:mod:`toolguard_evals.bfcl`).  One *state-changing* gold call per episode
-(running it changes the instances' public attributes, as ``docs/DATA.md`` §2b finds them) is
-chosen with ``random.Random(f"{seed}:{episode_id}")`` and made to fail (§2c).  The faults are
-exceptions raised by the tool, as an HTTP client or a timeout would raise them:
+Each ``multi_turn_base`` episode's gold calls are replayed in BFCL's executable
+environments; one state-changing gold call per episode (``docs/DATA.md`` §2b-c), drawn with
+``random.Random(f"{seed}:{episode_id}")``, fails as an HTTP client or a timeout would make
+it fail (:data:`FAULT_KINDS`: transient timeout / 429 / 5xx, an ambiguous timeout after the
+effect happened (langchain issue 40688), a permanent 403).  Every gold call goes through a
+policy as a ``ToolNode`` wrapper would run it: ``toolguard``
+(:class:`toolguard.retry.RetryController`, defaults, no sleeping) or
+``langchain_tool_retry`` (LangChain's ``ToolRetryMiddleware()``, sleeps recorded, not
+waited).  Scores (:func:`run_faults`): episodes whose final state equals the clean gold
+replay (as BFCL's ``multi_turn_checker._compare_instances``), executions and retries spent,
+effects applied twice.
 
-=====================  =================================================================
-fault                  what the injected call does
-=====================  =================================================================
-``transient_timeout``  raises :class:`InjectedTimeout` on its first 1-2 attempts, before
-                       executing; then runs
-``transient_429``      raises :class:`InjectedHTTPError` 429 with ``Retry-After: 2`` on its
-                       first 1-2 attempts; then runs
-``transient_5xx``      raises :class:`InjectedHTTPError` 503 on its first 1-2 attempts
-``ambiguous_timeout``  on its first 1-2 attempts the call *executes* (its effect happens),
-                       then :class:`InjectedTimeout` is raised (langchain issue 40688: a
-                       blind retry applies the effect again)
-``permanent_403``      raises :class:`InjectedHTTPError` 403 on every attempt
-=====================  =================================================================
-
-The number of failing attempts (1 or 2) is drawn per episode, so every fault kind hits the
-same call the same number of times.  Apart from ``ambiguous_timeout`` a fault leaves the
-state untouched.  The 8 episodes without a state-changing gold call get their fault on a
-read-only call (drawn the same way) and are counted in ``injection_points``.
-
-Every gold call goes through a policy, as a ``ToolNode`` wrapper would run it:
-
-- ``toolguard``: :class:`toolguard.retry.RetryController` with its defaults
-  (``max_retries=3``, ``on_exhausted="skip"``) and no sleeping.  A call is non-idempotent
-  unless it is read-only (in the clean replay it left the public state unchanged and a repeat
-  on a clone answered the same; such calls get a tool stub with
-  ``metadata={"effects": "read"}``, the others ``tool=None``).  The replay keeps the messages
-  (one ``AIMessage`` per call and its answer) in the request state, as a tool node would see
-  them; once :meth:`~toolguard.retry.RetryController.tally` says the run must finish, the
-  episode stops.
-- ``langchain_tool_retry``: LangChain's ``ToolRetryMiddleware()`` with its defaults
-  (``max_retries=2``, every exception retried, ``on_failure="continue"``); only the
-  ``time.sleep`` its module calls is replaced by a recorder, so its backoff is reported but
-  not waited.
-
-A failed (skipped) call is answered with an error message and the replay goes on with the
-remaining gold calls, which is what *skip* means for a gold replay; *finish* stops it.
-Scores per fault kind and policy (:func:`run_faults`): the share of episodes whose final
-state equals the clean gold replay (public attributes, as BFCL's
-``multi_turn_checker._compare_instances``), tool executions spent against the gold calls and
-the retry budget, and episodes where the injected non-idempotent effect was applied twice.
-A fault-free ``baseline`` run checks that both policies reproduce the gold replay exactly.
-
-Layout, as every eval here: records (the faults), build (:func:`prepare_episode`), run
-(:func:`replay_with_fault` per :class:`ReplayCase`, all of them through
-:func:`toolguard_evals.runner.map_cases` in :func:`run_faults`), score (:func:`summarize`),
-report (:func:`print_report`).  Run: ``toolguard eval faults --json PATH`` (:func:`main`).
+Run: ``toolguard eval faults --json PATH`` (:func:`main`).
 """
 
 from __future__ import annotations

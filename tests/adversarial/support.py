@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import BaseTool, StructuredTool
 
 from toolguard import GuardMiddleware, RetryControllerMiddleware
-from toolguard.retry import RetryController
+from toolguard.retry import RetryController, RetryPolicy
 from toolguard.testing import ScriptedChatModel
 from toolguard_graphs import create_guarded_agent, create_guarded_graph
 
@@ -44,9 +44,17 @@ async def no_asleep(seconds: float) -> None:
     """Async twin of :func:`no_sleep`."""
 
 
+CONTROLLER_OPTIONS = ("max_tool_calls", "max_consecutive_failures", "state_key")
+"""Options of the RetryController itself; every other option is a RetryPolicy field."""
+
+
 def controller(**options: Any) -> RetryController:
-    """A :class:`RetryController` that does not sleep between retries."""
-    return RetryController(sleep=no_sleep, asleep=no_asleep, **options)
+    """A :class:`RetryController` that does not sleep between retries.
+
+    ``options``: :class:`RetryPolicy` fields and the controller's own caps.
+    """
+    caps = {k: options.pop(k) for k in CONTROLLER_OPTIONS if k in options}
+    return RetryController(RetryPolicy(**options), sleep=no_sleep, asleep=no_asleep, **caps)
 
 
 def build(surface: Surface, script: Sequence[Any], tools: Sequence[BaseTool], *,

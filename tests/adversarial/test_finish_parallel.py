@@ -48,7 +48,7 @@ def test_a_finish_beside_parallel_calls_ends_the_run_once(
     script = [step, calls(("send_message", {"to": "bob@example.com"}, "s")),
               AIMessage("Sent.")]
     graph, model = build(surface, script, effects.tools(),
-                         ctl=controller(on_exhausted="finish", max_tool_calls=None,
+                         ctl=controller(on_failure="finish", max_tool_calls=None,
                                         max_consecutive_failures=None))
     out = invoke(graph, ask("Charge my card 500 euros and get the weather in "
                             + ", ".join(cities)), mode=mode)

@@ -4,7 +4,7 @@ At 0.1.0 the async path answered a timed-out call ``TimeoutError: `` (``asyncio.
 raises it without a message) where the sync path said ``timed out after 1 s``, and an async
 run with a hung *synchronous* tool returned its answer on time but ``asyncio.run`` then
 waited (11 s) for the loop's default executor, whose worker was still running the tool.
-A sync tool in an async run now runs in its own daemon thread (``retry._arun_in_thread``).
+A sync tool in an async run now runs in its own daemon thread (``toolguard.retry.timeout``).
 """
 
 from __future__ import annotations

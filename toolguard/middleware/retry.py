@@ -3,7 +3,9 @@
 Example:
     >>> from langchain.agents import create_agent
     >>> from toolguard import RetryControllerMiddleware
-    >>> middleware = RetryControllerMiddleware(max_retries=3, on_exhausted="finish")
+    >>> from toolguard.retry import RetryPolicy
+    >>> middleware = RetryControllerMiddleware(
+    ...     policy=RetryPolicy(max_retries=3, on_failure="finish"))
     >>> # agent = create_agent(model, tools, middleware=[middleware])
 """
 
@@ -19,7 +21,7 @@ from langgraph.types import Command
 
 from toolguard.errors import ConfigurationError
 from toolguard.middleware._base import ToolguardMiddleware
-from toolguard.retry import RetryController
+from toolguard.retry import RetryController, RetryPolicy
 from toolguard.state import emit
 
 __all__ = ["RetryControllerMiddleware", "RetryControllerState"]
@@ -54,23 +56,28 @@ class RetryControllerMiddleware(ToolguardMiddleware[RetryControllerState]):
     message starts a new run and checkpoints, interrupts and restarts keep them.
 
     Args:
-        controller: A configured controller; default ``RetryController(**options)``.
-        **options: Keyword options for :class:`~toolguard.retry.RetryController` (its
-            ``state_key`` must stay ``"toolguard_controller"``).
+        controller: A configured controller (caps per run, sleep functions); its
+            ``state_key`` must stay ``"toolguard_controller"``.  Default
+            ``RetryController(policy)``.
+        policy: The :class:`~toolguard.retry.RetryPolicy` of a default controller
+            (LangChain's ``ToolRetryMiddleware`` option names: ``max_retries``,
+            ``initial_delay``, ``backoff_factor``, ``max_delay``, ``jitter``,
+            ``on_failure``).
 
     Raises:
-        toolguard.errors.ConfigurationError: Both ``controller`` and options are given, or
-            the state key differs.
+        toolguard.errors.ConfigurationError: Both ``controller`` and ``policy`` are given,
+            or the state key differs.
     """
 
     state_schema = RetryControllerState
 
-    def __init__(self, controller: RetryController | None = None, **options: Any) -> None:
+    def __init__(self, controller: RetryController | None = None, *,
+                 policy: RetryPolicy | None = None) -> None:
         super().__init__()
-        if controller is not None and options:
-            raise ConfigurationError("pass either controller= or RetryController options, "
-                                     "not both")
-        self.controller = controller or RetryController(**options)
+        if controller is not None and policy is not None:
+            raise ConfigurationError("pass either controller= or policy=, not both (a "
+                                     "controller has its policy: RetryController(policy))")
+        self.controller = controller or RetryController(policy)
         if self.controller.state_key != "toolguard_controller":
             raise ConfigurationError(
                 "RetryControllerMiddleware needs state_key='toolguard_controller'")

@@ -5,7 +5,7 @@ hand-built graph the controller wraps the ``ToolNode`` and :class:`RetryGateNode
 after every tool step (a plain edge ``tools -> gate``, so all parallel calls of the step
 have been answered)::
 
-    controller = RetryController(on_exhausted="finish")
+    controller = RetryController(RetryPolicy(on_failure="finish"))
     gate = RetryGateNode(controller)
     builder.add_node("tools", ToolNode(tools, wrap_tool_call=controller.wrap_tool_call,
                                        awrap_tool_call=controller.awrap_tool_call,
