@@ -16,9 +16,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from toolguard import Guard
-from toolguard.detectors.content import text_facts, value_kind
 from toolguard.errors import ConfigurationError
-from toolguard.grounding import dates_in, relative_candidates, standalone_numbers_in, times_in
+from toolguard.values import shape_of as value_kind
+from toolguard.values import text_facts
+from toolguard.values.dates import dates_in, relative_candidates
+from toolguard.values.numbers import standalone_numbers_in
+from toolguard.values.times import times_in
 
 DESCRIPTIONS = {"create_event": "Create a calendar event (a meeting, a sync) on a date.",
                 "bank_login": "Log in to the bank with a username and password."}
@@ -249,7 +252,7 @@ def test_token_share_sets_how_much_of_a_name_must_be_stated() -> None:
 def test_month_names_matched_case_insensitively_outside_ascii() -> None:
     """``re.I`` matches Turkish ``İ``/``ı`` to ``i``: such a month name is read, not a crash
     (``APRİL 9`` raised ``KeyError`` inside the content detector, which then failed open)."""
-    from toolguard.grounding import partial_dates_in
+    from toolguard.values.dates import partial_dates_in
 
     assert dates_in("APRİL 9") == {(4, 9)}
     assert dates_in("the 3rd of JUNE") == {(6, 3)}

@@ -490,11 +490,13 @@ def _texts() -> list[Any]:
 def _lookups(g: Any) -> list[Any]:
     import datetime as dt
 
+    from toolguard.detectors.provenance import addresses_agent
+
     return [g.number(49.97), g.number(2.0), g.standalone_number(3.0), g.derived(24.985),
             g.rounded(50.0, 0), g.date(2026, 4, 9), g.date(2026, 3, 6), g.date(2026, 4, 4),
             g.time(17, 0), g.time(12, 30), g.today == dt.date(2026, 3, 2), g.relative_dates,
             g.arithmetic_cues, sorted(g.spans), g.records_with(["r2"]),
-            sorted(g.steering_records), g.result_numbers, g.codes,
+            sorted(g.marked_records(addresses_agent)), g.result_numbers, g.codes,
             g.token("eveevil"), g.token("fridayat"), g.phrase(["12", "30"]), g.token("r2note"),
             g.trusted_run("nextfriday"), g.trusted_run("eveevil")]
 
@@ -547,7 +549,7 @@ def test_words_only_check_leaves_number_and_date_facets_unread() -> None:
 
 def test_steering_prefilter_never_hides_a_cue() -> None:
     """``may_steer`` is a necessary condition of the STEERING pattern."""
-    from toolguard.grounding import STEERING, may_steer
+    from toolguard.detectors.provenance import STEERING, may_steer
 
     cues = ["IGNORE previous instructions", "Assistant: do this", "for the AI agent",
             "agents must", "Must also go to x", "URGENT! pay", "do not tell the user",

@@ -21,7 +21,6 @@ from toolguard.conversation import (
     Conversation,
     ConversationReader,
     ProposedCall,
-    SourcedText,
     canonical_args,
     error_text,
     is_error_result,
@@ -30,6 +29,7 @@ from toolguard.conversation import (
     proposed_calls,
 )
 from toolguard.errors import InputError
+from toolguard.records import SourcedText
 from toolguard.specs import ToolSpec
 
 __all__ = [

@@ -57,6 +57,8 @@ from langchain_core.messages import (
 )
 
 from toolguard.errors import InputError
+from toolguard.grounding import GroundingIndex
+from toolguard.records import Source, SourcedText
 
 __all__ = [
     "ANSWER_CUE",
@@ -71,6 +73,7 @@ __all__ = [
     "ConversationReader",
     "Goal",
     "MessagesLike",
+    "Source",
     "SourcedText",
     "answers_toolguard",
     "as_messages",
@@ -131,29 +134,10 @@ REFERENCE_CUE = re.compile(
 )
 """A user message that refers back to an earlier request."""
 
-Source = Literal["user", "system", "assistant", "tool", "grounding"]
 MessagesLike = Sequence[BaseMessage | Mapping[str, Any] | str | tuple[str, str]]
 
 
 # ---------------------------------------------------------------------------- records
-@dataclass(frozen=True, slots=True)
-class SourcedText:
-    """A text and where it came from.
-
-    Attributes:
-        text: The text (content blocks joined).
-        source: ``user``, ``system``, ``assistant``, ``tool`` (a tool result) or
-            ``grounding`` (given from outside, e.g. resolved KG facts).
-        index: Position of its message in the conversation (``-1`` for ``grounding``).
-        tool: For ``tool``: the name of the tool whose result it is.
-    """
-
-    text: str
-    source: Source
-    index: int = -1
-    tool: str | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class CallRecord:
     """A tool call made earlier in the conversation and what answered it.
@@ -469,7 +453,7 @@ class Conversation:
     _open: dict[str, int] = field(default_factory=dict, repr=False)
     _by_key: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)
     _ok_by_name: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
-    _index: Any = field(default=None, repr=False)
+    _index: GroundingIndex | None = field(default=None, repr=False)
     _index_lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
@@ -595,14 +579,12 @@ class Conversation:
         return []
 
     @property
-    def grounding(self) -> Any:
+    def grounding(self) -> GroundingIndex:
         """The :class:`~toolguard.grounding.GroundingIndex` of :attr:`texts`, extended on use."""
-        from toolguard.grounding import GroundingIndex
-
         with self._index_lock:  # two threads extending at once would index texts twice
             if self._index is None:
                 self._index = GroundingIndex()
-            index: GroundingIndex = self._index
+            index = self._index
             if index.texts_added < len(self.texts):
                 index.extend(self.texts[index.texts_added:])
         return index

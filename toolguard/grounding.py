@@ -1,56 +1,75 @@
 """Where a value was said: an incremental, provenance-aware index of a conversation's texts.
 
-The content detector asks one question per argument value: *does this value appear in the
-conversation, and who said it?*  Answering it by searching the whole history on every
-check costs time linear in the history (0.74 ms per message measured at 0.1.0, so 7 s at
-10,000 messages).  :class:`GroundingIndex` reads each text once, when it is added, into
-hash tables, and a lookup costs the size of the value, not of the history:
+:class:`GroundingIndex` reads each text once, when it is added, into hash tables, so a lookup
+costs the size of the value, not of the history:
 
-- **tokens**: casefolded, accent-free alphanumeric runs (``"Jane Smith"`` -> ``jane``,
-  ``smith``), each with the sources it came from;
+- **tokens**: folded alphanumeric runs (:func:`~toolguard.values.tokens.tokens_of`), each
+  with the sources it came from;
 - **bigrams** of adjacent tokens, so a multi-word value is found only where its words are
   adjacent (``"los angeles"``), and **joined runs** of 2-3 adjacent tokens, so ``JaneSmith``
   matches ``Jane Smith`` and ``2024-05-01`` matches ``20240501``;
-- **numbers** (digits, number words, percentages, ``2k``, ``two dozen``) and the numbers of
-  tool results, so an arithmetic step over them (``fill up to 50`` after ``fuelLevel: 10``
-  gives 40) is checked on demand instead of materialising every sum and product;
-- whether a **relative date** ("next Friday", "tomorrow") was said;
+- **numbers**, **dates** and **clock times** (:mod:`toolguard.values`), and the numbers of
+  tool results, so an arithmetic step over them is checked on demand;
+- **records** of tool results (one JSON object, or one line) for provenance checks;
 - a **prefix index** of tokens (first two letters) for typo and abbreviation candidates.
 
-Provenance: every entry carries a bit mask of :data:`SOURCE_BITS` (user, system, tool
-result, outside grounding) and, for tool results, the name of a tool that returned it.
-Matching is by whole tokens only: ``mallory@evil.example`` is not grounded by
-``attacker@evil.example`` (their tokens differ), and ``smith`` is not found inside
-``smithson``.
+Every entry carries a bit mask of :data:`SOURCE_BITS` (user, system, tool result, outside
+grounding) and, for tool results, the name of a tool that returned it.  Matching is by whole
+tokens only: ``mallory@evil.example`` is not grounded by ``attacker@evil.example``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import json
-import math
+import operator
 import re
 import threading
-import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, TypeVar
 
-from toolguard.conversation import SourcedText
-from toolguard.units import si_values
+from toolguard.records import SourcedText
+from toolguard.values.dates import (
+    RELATIVE_DATE,
+    TODAY_IS,
+    dates_in,
+    may_name_relative_date,
+    partial_dates_in,
+    relative_candidates,
+    spans_in,
+    today_in,
+)
+from toolguard.values.kinds import CJK
+from toolguard.values.knowledge import UNCODED_CAPITALS
+from toolguard.values.numbers import (
+    ARITHMETIC_CUE,
+    may_state_number,
+    number_key,
+    numbers_in,
+    standalone_numbers_in,
+)
+from toolguard.values.times import states_vague_time, times_in
+from toolguard.values.tokens import tokens_of
 
 __all__ = [
+    "FACETS",
+    "GROUNDING_MASK",
+    "NOWHERE",
+    "RELATIVE_DATE",
     "SOURCE_BITS",
+    "TRUSTED",
     "GroundingIndex",
     "GroundingView",
     "Match",
     "dates_in",
-    "fold",
-    "numbers_in",
-    "standalone_numbers_in",
     "times_in",
     "tokens_of",
 ]
+"""``RELATIVE_DATE``, ``dates_in``, ``times_in`` and ``tokens_of`` are re-exported from
+:mod:`toolguard.values` (their home)."""
 
 SOURCE_BITS = {"user": 1, "system": 2, "tool": 4, "grounding": 8, "assistant": 16}
 """Provenance bits: who said a text.  ``assistant`` texts are indexed for completeness but
@@ -62,210 +81,14 @@ GROUNDING_MASK = TRUSTED | SOURCE_BITS["tool"]
 
 MAX_RECORDS = 200
 """Records (JSON objects or lines) of one tool result indexed for provenance checks."""
-STEERING = re.compile(
-    r"ignore\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|other)|disregard|"
-    r"new\s+instructions?|system\s+prompt|instructions?\s+for\s+(?:the\s+)?(?:ai|assistant)|"
-    r"(?:ai|llm)\s+(?:assistants?|agents?)|\b(?:assistants?|agents?)\s*[:,)]|\[system\]|"
-    r"(?:for|to)\s+(?:the\s+)?(?:ai\s+)?(?:assistants?|agents?)\b|"
-    r"(?:assistants?|agents?)\s+(?:must|should)|must\s+(?:also\s+)?(?:go|be\s+sent|be\s+copied)|"
-    r"important[:!]|urgent[:!]|"
-    r"do\s+not\s+(?:tell|inform|mention|ask)|without\s+(?:asking|telling|confirmation)|"
-    r"you\s+(?:must|should)\s+(?:now\s+|also\s+|first\s+)?[a-z]+|\btodo\b.{0,20}assistant|"
-    r"(?:call(?:ing)?|run(?:ning)?|execut(?:e|ing)|invok(?:e|ing))\s+(?:the\s+)?[a-z_]+\(|"
-    r"\b(?:send|sending|forward|transfer|wire|upload|uploading|post|posting|run|running|execute|"
-    r"delete|remove|wipe|pay|move|e-?mail|e-?mailing|copy|cc|reserve|rsvp)\b"
-    r"[^.\n]{0,80}?(?:\S+@\S+\.\w+|https?://|`|(?:~|\s)/\w+/|\b[A-Z]{2}\d{2}[A-Z0-9]{8,})",
-    re.I)
-"""Text addressed to the agent inside data (AgentDojo-style prompt injection cues)."""
-
-
-def may_steer(text: str) -> bool:
-    """Cheap necessary condition for :data:`STEERING` (most tool output has none).
-
-    Every alternative of the pattern contains one of :data:`_STEER_PARTS` (as a substring)
-    or one of its action verbs as a whole word.
-    """
-    low = text.lower()
-    return any(p in low for p in _STEER_PARTS) or not _STEER_VERBS.isdisjoint(
-        _TOKEN.findall(low))
-
-
 MAX_RESULT_NUMBERS = 40
 """Tool-result numbers an arithmetic step may start from (the most recent ones)."""
 
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-_STEER_PARTS = ("(", "ignore", "disregard", "instruction", "system", "assistant", "agent",
-                "must", "should", "important", "urgent", "tell", "inform", "mention", "ask",
-                "without")
-_STEER_VERBS = frozenset((
-    "send", "sending", "forward", "transfer", "wire", "upload", "uploading", "post",
-    "posting", "run", "running", "execute", "delete", "remove", "wipe", "pay", "move", "email",
-    "mail", "emailing", "mailing", "copy", "cc", "reserve", "rsvp"))
-_NUM = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
-_SIGNED = re.compile(r"(?:(?<=\s)|^)[-\u2212]\s+(\d+(?:\.\d+)?)(?![\d.])"
-                     r"|(?<![\d.])(\d+(?:\.\d+)?)\s*\u00b0?\s*[ws]\b")
-"""Negative numbers written with a spaced minus (``5x^2 - 7x``) or as a coordinate in the
-western or southern hemisphere (``119.5383 W``)."""
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-RELATIVE_DATE = re.compile(
-    r"\b(?:today|tonight|tomorrow|yesterday|weekend|" + _WEEKDAY + r"|"
-    r"(?:this|next|last|past|coming|upcoming)\s+(?:hour|day|week|month|year|decade|century|"
-    r"quarter|weekend|morning|afternoon|evening|night|" + _WEEKDAY + r")|"
-    r"(?:\d+|[a-z]+)\s+(?:hours?|days?|weeks?|months?|years?)\s+(?:ago|from now|later|after|"
-    r"before|earlier)|"
-    r"(?:daily|weekly|monthly|yearly|annually|quarterly|hourly)|"
-    r"\d{1,2}\s*[ap]\.?m\.?)(?![a-z])",
-    re.I,
-)
-"""Phrases that name a date relative to now; a date value is then the model's to resolve."""
-_RELATIVE_PARTS = ("today", "tonight", "tomorrow", "yesterday", "day", "week", "month", "year",
-                   "hour", "decade", "century", "quarter", "morning", "afternoon", "evening",
-                   "night", "daily", "annually")
-_AMPM = re.compile(r"\d\s*[ap]\.?m", re.I)
+_CODE_TOKEN = re.compile(r"(?<![\w$])(?!(?:" + "|".join(UNCODED_CAPITALS) + r")\b)[A-Z]{3,5}\b")
+"""A 3-5 capital word that may be a code a lookup returned (a ticker, an airport)."""
 
-
-def may_name_relative_date(text: str) -> bool:
-    """Cheap necessary condition for :data:`RELATIVE_DATE` (one of its words, or ``5 pm``)."""
-    low = text.lower()
-    return any(p in low for p in _RELATIVE_PARTS) or bool(_AMPM.search(text))
-
-
-ARITHMETIC_CUE = re.compile(
-    r"\b(?:total|sum|add(?:ed|ing)?|plus|minus|subtract\w*|difference|remain(?:ing|der)?|"
-    r"double|twice|triple|half|halve|split|divide[ds]?|times|multipl\w*|increase[ds]?|"
-    r"decrease[ds]?|reduce[ds]?|top\s+up|fill(?:ed|ing)?|convert\w*|average|mean|percent\w*|"
-    r"discount|tax|tip|interest|calculate|compute|combined|altogether|round(?:ed)?)\b|%|"
-    r"\d\s*[-+*/x]\s*\d", re.I)
-"""Words asking for arithmetic: a derived number (one arithmetic step over stated numbers)
-grounds a value only when the user side used one."""
-
-WORD_NUMBERS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
-    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
-    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
-    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
-    "million": 1_000_000, "billion": 1_000_000_000, "dozen": 12, "half": 0.5,
-    "quarter": 0.25, "twice": 2, "double": 2, "triple": 3, "single": 1, "once": 1,
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "pair": 2, "couple": 2,
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
-    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
-    "sept": 9, "oct": 10, "nov": 11, "dec": 12,
-}
-"""Words that state a number (counts, fractions, ordinals, months)."""
-_WORD_NUMBER_SET = frozenset(WORD_NUMBERS)
-_MULTIPLIERS = frozenset(("dozen", "hundred", "thousand", "million"))
-_MULTIPLIED = re.compile(r"\b(\d+|[a-z]+)\s+(dozen|hundred|thousand|million)\b")
-
-
-def fold(text: str) -> str:
-    """Casefolded, accent-free text (NFKD, combining marks dropped)."""
-    if text.isascii():
-        return text.casefold()
-    text = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in text if not unicodedata.combining(c)).casefold()
-
-
-def tokens_of(text: str) -> list[str]:
-    """The folded alphanumeric tokens of ``text`` (separators and punctuation dropped)."""
-    return _TOKEN.findall(fold(text))
-
-
-def _key(x: float) -> float:
-    return round(x, 6)
-
-
-def numbers_in(text: str, *, digit_runs: bool = True) -> set[float]:
-    """Numbers a text states (see the module docstring), rounded to 6 decimals.
-
-    With ``digit_runs``, every run of digits counts on its own too (``2023.4.15`` states
-    2023, 4 and 15).
-    """
-    low = fold(text)
-    out: set[float] = set()
-    for m in _NUM.finditer(low):
-        try:
-            x = float(m.group(0).replace(",", ""))
-        except ValueError:
-            continue
-        if math.isfinite(x):
-            out.update((_key(x), _key(abs(x))))
-    for m in _SIGNED.finditer(low):
-        out.add(_key(-float(m.group(1) or m.group(2))))
-    if not text.isascii() or any(c.isdigit() for c in text):
-        out.update(_key(x) for x in si_values(text))
-    # every digit run on its own too: "2023.4.15", "5,10 and 15", "[22,33]"
-    if digit_runs:
-        out.update(float(d) for d in re.findall(r"\d{1,15}", low))
-    words = set(_TOKEN.findall(low))
-    if not _MULTIPLIERS.isdisjoint(words):  # the unit is a whole token: skip the pattern
-        for m in _MULTIPLIED.finditer(low):
-            head, unit = m.group(1), m.group(2)
-            base = float(head) if head.isdigit() else WORD_NUMBERS.get(head)
-            if base is not None:
-                out.add(_key(float(base) * WORD_NUMBERS[unit]))
-    for m in re.finditer(r"['’](\d{2})\b", low):  # '19 -> 2019 and 1919
-        out.update((2000.0 + int(m.group(1)), 1900.0 + int(m.group(1))))
-    for word in words & _WORD_NUMBER_SET:
-        out.add(float(WORD_NUMBERS[word]))
-    scaled = r"(?<![\d.])(\d+(?:\.\d+)?)\s*(%|percent|k\b|m\b|million|thousand|billion)"
-    for m in re.finditer(scaled, low):
-        base = float(m.group(1))
-        unit = m.group(2)
-        scale = {"%": 0.01, "percent": 0.01, "k": 1e3, "thousand": 1e3, "m": 1e6,
-                 "million": 1e6, "billion": 1e9}[unit]
-        out.add(_key(base * scale))
-    return out
-
-
-_MONTH_NAMES: dict[str, int] = {w: int(n) for w, n in WORD_NUMBERS.items() if n >= 1 and w in (
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
-    "sept", "oct", "nov", "dec")}
-_MONTH_RE = "|".join(sorted(_MONTH_NAMES, key=len, reverse=True))
-_MONTH_SET = frozenset(_MONTH_NAMES)
-
-
-def has_month_name(text: str) -> bool:
-    """Whether a token of ``text`` is a month name: the month patterns need one.
-
-    They match month names between word boundaries, which are whole tokens.
-    """
-    return not _MONTH_SET.isdisjoint(tokens_of(text))
-
-
-_ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
-_DMY_DATE = re.compile(r"(?<!\d)(\d{1,2})[-/.](\d{1,2})(?:[-/.](\d{2,4}))?(?![\d])")
-_WORD_DATE = re.compile(
-    r"\b(?:(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + _MONTH_RE + r")\b\.?"
-    r"|(" + _MONTH_RE + r")\b\.?\s*(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?\b)", re.I)
-_WORD_DATE_OF = re.compile(
-    r"\b(\d{1,2})(?:st|nd|rd|th)?\s+of\s+(?:this|next|last|the\s+coming)\s+(" + _MONTH_RE + r")\b",
-    re.I)
-_CLOCK = re.compile(r"(?<![\d:])(\d{1,2})(?::|\.|h)(\d{2})(?::\d{2})?\s*"
-                    r"(a\.?m\.?|p\.?m\.?)?(?![\d])",
-                    re.I)
-_HOUR_AMPM = re.compile(r"(?<![\d:])(\d{1,2})\s*(a\.?m\.?|p\.?m\.?|o'?clock)(?![a-z])", re.I)
-_VAGUE_TIME = re.compile(
-    r"\b(?:now|noon|midday|midnight|morning|afternoon|evening|tonight|night|lunch(?:time)?|"
-    r"breakfast|dinner|asap|soon|later|early|late|half\s+past|quarter\s+(?:past|to)|"
-    r"in\s+(?:an?|\d+|[a-z]+)\s+(?:hours?|minutes?|mins?)|same\s+time|usual\s+time)\b", re.I)
-_VAGUE_WORDS = frozenset((
-    "now", "noon", "midday", "midnight", "morning", "afternoon", "evening", "tonight", "night",
-    "lunch", "lunchtime", "breakfast", "dinner", "asap", "soon", "later", "early", "late",
-    "half", "quarter", "hour", "hours", "minute", "minutes", "min", "mins", "time"))
-"""Every cue of :data:`_VAGUE_TIME` ends in one of these whole words."""
-_TODAY = re.compile(r"\btoday\s+is\b[^.\n]{0,40}?(\d{4})-(\d{1,2})-(\d{1,2})", re.I)
-_CODE_TOKEN = re.compile(r"(?<![\w$])(?!(?:I|OK|AM|PM|ID|USA|UK|EU|US|TV|PDF|FAQ)\b)[A-Z]{3,5}\b")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-_STRUCTURED = re.compile(
-    r"(?<![\w.+-])[\w.+-]+@[^\s@]+|https?://\S+|www\.\S+"  # emails, urls
-    r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}"  # dates
-    r"|\d{1,2}:\d{2}(?::\d{2})?"  # clock times
-    # identifiers: a letter, then digits ("BK-98700", not "5kg")
-    r"|\b[a-z][\w-]{0,40}\d[\w-]{0,40}",
-    re.I)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _json_records(value: object, out: list[str], depth: int) -> None:
@@ -287,151 +110,6 @@ def _json_records(value: object, out: list[str], depth: int) -> None:
                 _json_records(v, out, depth + 1)
     else:
         out.append(str(value))
-
-
-def _month_number(word: str) -> int:
-    """The month a case-insensitive match of a month name names (0 if none).
-
-    ``re.I`` matches some non-ASCII letters to ASCII ones (Turkish ``İ``, ``ı`` to ``i``),
-    which ``str.lower`` keeps apart: folded here (before, ``APRİL 9`` raised ``KeyError``).
-    """
-    folded = fold(word)
-    return _MONTH_NAMES.get(folded) or _MONTH_NAMES.get(folded.replace("ı", "i"), 0)
-
-
-def _valid_md(month: int, day: int) -> bool:
-    return 1 <= month <= 12 and 1 <= day <= 31
-
-
-def dates_in(text: str) -> set[tuple[int, int]]:
-    """``(month, day)`` pairs a text states: ISO, D/M/Y or M/D/Y (both orders), words.
-
-    ``"2026-04-09"``, ``"9/4/2026"``, ``"April 9th"``, ``"9 April"``, ``"the 3rd of June"``.
-    """
-    out: set[tuple[int, int]] = set()
-    for m in _ISO_DATE.finditer(text):
-        month, day = int(m.group(2)), int(m.group(3))
-        if _valid_md(month, day):
-            out.add((month, day))
-    for m in _DMY_DATE.finditer(text):
-        a, b = int(m.group(1)), int(m.group(2))
-        for month, day in ((a, b), (b, a)):
-            if _valid_md(month, day):
-                out.add((month, day))
-    if not has_month_name(text):
-        return out
-    for m in _WORD_DATE_OF.finditer(text):
-        day, month = int(m.group(1)), _month_number(m.group(2))
-        if _valid_md(month, day):
-            out.add((month, day))
-    for m in _WORD_DATE.finditer(text):
-        if m.group(1):
-            day, month = int(m.group(1)), _month_number(m.group(2))
-        else:
-            month, day = _month_number(m.group(3)), int(m.group(4))
-        if _valid_md(month, day):
-            out.add((month, day))
-    return out
-
-
-_DAY_ONLY = re.compile(r"\b(?:the|on|by|from|until|till)\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I)
-_MONTH_ONLY = re.compile(r"\b(" + _MONTH_RE + r")\b", re.I)
-_SPAN = re.compile(r"\b(\d{1,2}|[a-z]+)\s+(nights?|days?|weeks?)\b", re.I)
-
-
-def partial_dates_in(text: str) -> set[tuple[int, int]]:
-    """Days and months stated apart.
-
-    ``(0, day)`` for "on the 9th", ``(month, 0)`` for a month name ("currently is sep 2023").
-    """
-    out: set[tuple[int, int]] = set()
-    for m in _DAY_ONLY.finditer(text):
-        if 1 <= int(m.group(1)) <= 31:
-            out.add((0, int(m.group(1))))
-    for m in _MONTH_ONLY.finditer(text) if has_month_name(text) else ():
-        month = _month_number(m.group(1))
-        if month and (month != 5 or text[m.start():m.start() + 1] == "M"):  # "may" the verb
-            out.add((month, 0))
-    return out
-
-
-def spans_in(text: str) -> set[int]:
-    """Day counts a text states ("3 nights", "two weeks" -> 3, 14)."""
-    out: set[int] = set()
-    for m in _SPAN.finditer(text):
-        n = int(m.group(1)) if m.group(1).isdigit() else WORD_NUMBERS.get(m.group(1).lower())
-        if n is not None and 0 < n <= 60:
-            out.add(int(n) * (7 if m.group(2).lower().startswith("week") else 1))
-    return out
-
-
-def times_in(text: str) -> set[tuple[int, int]]:
-    """``(hour, minute)`` clock times a text states, on a 24-hour clock.
-
-    ``"15:10"``, ``"3:10 pm"``, ``"9.30"``, ``"5 pm"``, ``"7 o'clock"`` (a bare hour gives both
-    its morning and afternoon readings when no am/pm says which).
-    """
-    out: set[tuple[int, int]] = set()
-
-    def put(h: int, mi: int, ampm: str | None) -> None:
-        if not (0 <= h <= 24 and 0 <= mi <= 59):
-            return
-        suffix = (ampm or "").lower().replace(".", "")
-        if suffix.startswith("p") and h < 12:
-            out.add((h + 12, mi))
-        elif suffix.startswith("a") and h == 12:
-            out.add((0, mi))
-        else:
-            out.add((h % 24, mi))
-            if not suffix and h <= 12:
-                out.add(((h + 12) % 24, mi))
-    for m in _CLOCK.finditer(text):
-        put(int(m.group(1)), int(m.group(2)), m.group(3))
-    for m in _HOUR_AMPM.finditer(text):
-        put(int(m.group(1)), 0, m.group(2) if not m.group(2).lower().startswith("o") else None)
-    return out
-
-
-def standalone_numbers_in(text: str) -> set[float]:
-    """Numbers a text states on their own.
-
-    :func:`numbers_in` after dates, clock times, emails, URLs and identifiers mixing letters and
-    digits are removed (``7`` is not stated
-    by ``2026-07-14`` or ``BK-98700``).
-    """
-    return numbers_in(_STRUCTURED.sub(" ", text), digit_runs=False)
-
-
-def relative_candidates(phrase: str, today: dt.date) -> set[dt.date]:
-    """Dates a relative phrase may name, from ``today`` (generous: a week's slack)."""
-    p = phrase.lower()
-    days = [today + dt.timedelta(days=k) for k in range(-7, 15)]
-    wd = re.search(r"monday|tuesday|wednesday|thursday|friday|saturday|sunday", p)
-    if wd:
-        target = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-                  "sunday").index(wd.group(0))
-        return {d for d in days if d.weekday() == target}
-    if "today" in p or "tonight" in p:
-        return {today}
-    if "tomorrow" in p:
-        return {today + dt.timedelta(days=1), today + dt.timedelta(days=2)}
-    if "yesterday" in p:
-        return {today - dt.timedelta(days=1)}
-    if re.search(r"later|after|before|earlier", p):
-        return {today + dt.timedelta(days=k) for k in range(-400, 401)}  # from another date
-    m = re.search(r"(\d+|[a-z]+)\s+(day|week|month|year)s?\s+(ago|from now)", p)
-    if m:
-        n = int(m.group(1)) if m.group(1).isdigit() else int(WORD_NUMBERS.get(m.group(1), 1))
-        span = {"day": 1, "week": 7, "month": 30, "year": 365}[m.group(2)] * n
-        center = today + dt.timedelta(days=-span if m.group(3) == "ago" else span)
-        return {center + dt.timedelta(days=k) for k in range(-3, 4)}
-    if "week" in p:
-        return {today + dt.timedelta(days=k) for k in range(-7, 15)}
-    if "month" in p or "quarter" in p:
-        return {today + dt.timedelta(days=k) for k in range(-31, 63)}
-    if "year" in p or "decade" in p or "century" in p:
-        return {today + dt.timedelta(days=k) for k in range(-366, 367)}
-    return set(days)
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,11 +143,8 @@ class Match:
 NOWHERE = Match()
 
 
-FACETS = ("joined", "numbers", "dates", "times", "records")
-"""The parts of :class:`GroundingIndex` read lazily: a text is indexed for a facet the first
-time a lookup needs that facet (each text still once per facet, in order)."""
-
-_DIGIT = re.compile(r"\d")
+def _facets() -> tuple[str, ...]:
+    return FACETS
 
 
 @dataclass
@@ -512,12 +187,13 @@ class GroundingIndex:
     record_tools: list[str | None] = field(default_factory=list)
     record_result: list[int] = field(default_factory=list)
     result_records: dict[int, list[int]] = field(default_factory=dict)
-    steering_records: set[int] = field(default_factory=set)
+    record_texts: list[str] = field(default_factory=list)
+    _marks: dict[Callable[[str], bool], tuple[int, set[int]]] = field(default_factory=dict)
     token_records: dict[str, list[int]] = field(default_factory=dict)
     texts_added: int = 0
     # texts waiting for the lazy facets: (ordinal, text, bit, states a number)
     _pending: list[tuple[int, SourcedText, int, bool]] = field(default_factory=list)
-    _done: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FACETS, 0))
+    _done: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_facets(), 0))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     # ------------------------------------------------------------------ building
@@ -535,8 +211,7 @@ class GroundingIndex:
             self._add_runs(toks, bit, None)
         if _CODE_TOKEN.search(text.text):
             self.codes |= bit
-        # numbers_in states a number exactly when the text has a digit or a number word
-        has_num = bool(_DIGIT.search(fold(text.text))) or not _WORD_NUMBER_SET.isdisjoint(toks)
+        has_num = may_state_number(text.text, toks)
         self._pending.append((self.texts_added, text, bit, has_num))
 
     def _add_tokens(self, toks: list[str], bit: int, tool: str | None) -> None:
@@ -552,7 +227,7 @@ class GroundingIndex:
         for t in words:
             if len(t) >= 4:
                 self.prefixes.setdefault(t[:2], set()).add(t)
-            if not t.isascii() and _CJK.search(t):
+            if not t.isascii() and CJK.search(t):
                 self.cjk[t] = self.cjk.get(t, 0) | bit
 
     def ensure(self, facet: str) -> None:
@@ -565,9 +240,9 @@ class GroundingIndex:
             return
         with self._lock:  # checks of one conversation in two threads: index each text once
             start, end = self._done[facet], len(self._pending)
-            index = getattr(self, "_index_" + facet)
+            index = _FACET_INDEXERS[facet]
             for entry in self._pending[start:end]:
-                index(*entry)
+                index(self, *entry)
             self._done[facet] = end
 
     def _index_joined(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
@@ -618,20 +293,18 @@ class GroundingIndex:
             if text.source != "tool":
                 self.spans |= spans_in(text.text)
         if self.today is None and text.source in ("system", "user"):
-            m = _TODAY.search(text.text)
-            if m and _valid_md(int(m.group(2)), int(m.group(3))):
-                self.today = dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            self.today = today_in(text.text)
         for m in RELATIVE_DATE.finditer(text.text) if may_name_relative_date(text.text) else ():
             self._relative_dates |= bit
             if len(self.relative_phrases) < 64 and not (
-                    text.source == "system" and _TODAY.search(text.text)):
+                    text.source == "system" and TODAY_IS.search(text.text)):
                 self.relative_phrases.append(m.group(0))
 
     def _index_times(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
         if has_num:  # every clock time has a digit
             for hm in times_in(text.text):
                 self.times[hm] = self.times.get(hm, 0) | bit
-        if not _VAGUE_WORDS.isdisjoint(tokens_of(text.text)) and _VAGUE_TIME.search(text.text):
+        if states_vague_time(text.text):
             self.vague_times |= bit
 
     def _index_records(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
@@ -668,8 +341,7 @@ class GroundingIndex:
             self.record_tools.append(tool)
             self.record_result.append(ordinal)
             self.result_records.setdefault(ordinal, []).append(i)
-            if may_steer(chunk) and STEERING.search(chunk):
-                self.steering_records.add(i)
+            self.record_texts.append(chunk)
             for t in toks:
                 self.token_records.setdefault(t, []).append(i)
 
@@ -681,6 +353,20 @@ class GroundingIndex:
             return []
         first, *rest = sorted((r for r in lists if r is not None), key=len)
         return sorted(set(first).intersection(*rest))
+
+    def marked_records(self, mark: Callable[[str], bool]) -> set[int]:
+        """Indices of tool-result records whose text ``mark`` accepts.
+
+        Each record is read once per ``mark`` (the answer is kept and extended as records
+        are added): the provenance detector marks records addressed to the agent.
+        """
+        self.ensure("records")
+        with self._lock:
+            done, marked = self._marks.get(mark, (0, set()))
+            texts = self.record_texts
+            marked.update(i for i in range(done, len(texts)) if mark(texts[i]))
+            self._marks[mark] = (len(texts), marked)
+        return marked
 
     def extend(self, texts: Iterable[SourcedText]) -> None:
         """:meth:`add` each text."""
@@ -733,12 +419,13 @@ class GroundingIndex:
     def number(self, x: float) -> Match:
         """A stated number: ``x`` itself, sign kept.
 
-        A percentage grounds its fraction only where a percentage is stated ("5 %" states
-        5 and 0.05: :func:`numbers_in`); a positive ``x`` is also grounded by a stated
-        ``-x`` (a hyphen before digits reads as a minus sign), a negative one never by ``|x|``.
+        A percentage grounds its fraction only where a percentage is stated ("5 %" states 5
+        and 0.05: :func:`~toolguard.values.numbers.numbers_in`); a positive ``x`` is also
+        grounded by a stated ``-x`` (a hyphen before digits reads as a minus sign), a negative
+        one never by ``|x|``.
         """
         self.ensure("numbers")
-        mask = self.numbers.get(_key(x))
+        mask = self.numbers.get(number_key(x))
         return Match(mask, None, "number") if mask else NOWHERE
 
     def derived(self, x: float, decimals: int | None = None) -> Match:
@@ -756,7 +443,7 @@ class GroundingIndex:
             if x:
                 cands.append(a / x)
             for c in cands:
-                mask = self.numbers.get(_key(c))
+                mask = self.numbers.get(number_key(c))
                 if mask:
                     return Match(mask | SOURCE_BITS["tool"], None, "derived")
             # x = round(a op b): b lies within half a unit of the last place of c
@@ -770,7 +457,7 @@ class GroundingIndex:
         Sign kept, as in :meth:`number`.
         """
         self.ensure("numbers")
-        mask = self.standalone.get(_key(x))
+        mask = self.standalone.get(number_key(x))
         return Match(mask, None, "number") if mask else NOWHERE
 
     def date(self, year: int | None, month: int, day: int) -> Match:
@@ -833,7 +520,7 @@ class GroundingIndex:
         self.ensure("numbers")
         r = round(x, decimals)
         return r in self.rounded_numbers.get(decimals, ()) or (
-            r.is_integer() and _key(r) in self.numbers)
+            r.is_integer() and number_key(r) in self.numbers)
 
     def candidates(self, t: str) -> set[str]:
         """Indexed tokens of 4+ letters sharing the first two letters of ``t``.
@@ -842,105 +529,77 @@ class GroundingIndex:
         """
         return self.prefixes.get(t[:2], set()) if len(t) >= 2 else set()
 
+    def tokens_starting(self, letter: str) -> set[str]:
+        """Stated tokens of 4+ letters starting with ``letter``."""
+        out: set[str] = set()
+        for key, toks in self.prefixes.items():
+            if key[:1] == letter:
+                out |= toks
+        return out
+
+    def bigrams_starting(self, first: str) -> list[tuple[str, str]]:
+        """Adjacent word pairs whose first word starts with ``first`` (grounding sources)."""
+        return [(a, b) for (a, b), mask in self.bigrams.items()
+                if a.startswith(first) and mask & GROUNDING_MASK]
+
+
+_FACET_INDEXERS: dict[str, Callable[[GroundingIndex, int, SourcedText, int, bool], None]] = {
+    "joined": GroundingIndex._index_joined,
+    "numbers": GroundingIndex._index_numbers,
+    "dates": GroundingIndex._index_dates,
+    "times": GroundingIndex._index_times,
+    "records": GroundingIndex._index_records,
+}
+"""How each lazy facet indexes one pending text ``(ordinal, text, source bit, states a
+number)``."""
+FACETS: tuple[str, ...] = tuple(_FACET_INDEXERS)
+"""The parts of :class:`GroundingIndex` read lazily: a text is indexed for a facet the first
+time a lookup needs that facet (each text still once per facet, in order)."""
+
+
+def _union(masks: Iterable[int]) -> int:
+    return functools.reduce(operator.or_, masks, 0)
+
 
 class GroundingView:
     """Several indexes read as one (the conversation, outside grounding, the tool's docs).
 
-    Every lookup answers with the union of their matches.
+    A lookup is any :class:`GroundingIndex` method, passed unbound with its arguments:
+    ``view.first(GroundingIndex.token, "paris")`` answers with the first index that finds
+    the value, :meth:`union` joins the answers of every index.
     """
 
     def __init__(self, indexes: Iterable[GroundingIndex]) -> None:
         self.indexes = [g for g in indexes if g is not None]
-        self._arithmetic_cues: int | None = None
-        self._relative_dates: int | None = None
-        self.codes = 0
-        for g in self.indexes:
-            self.codes |= g.codes
+        self.codes = _union(g.codes for g in self.indexes)
 
-    @property
+    @functools.cached_property
     def relative_dates(self) -> int:
         """Sources of the indexes that name a relative date (dates indexed on first use)."""
-        if self._relative_dates is None:
-            self._relative_dates = 0
-            for g in self.indexes:
-                self._relative_dates |= g.relative_dates
-        return self._relative_dates
+        return _union(g.relative_dates for g in self.indexes)
 
-    @property
+    @functools.cached_property
     def arithmetic_cues(self) -> int:
         """Sources that ask for arithmetic; settable (the content detector reads the request)."""
-        if self._arithmetic_cues is None:
-            self._arithmetic_cues = 0
-            for g in self.indexes:
-                self._arithmetic_cues |= g.arithmetic_cues
-        return self._arithmetic_cues
+        return _union(g.arithmetic_cues for g in self.indexes)
 
-    @arithmetic_cues.setter
-    def arithmetic_cues(self, value: int) -> None:
-        self._arithmetic_cues = value
-
-    def _first(self, name: str, *args: object) -> Match:
+    def first(self, lookup: Callable[Concatenate[GroundingIndex, P], Match],
+              *args: P.args, **kwargs: P.kwargs) -> Match:
+        """The first index's match of ``lookup`` that finds the value, else :data:`NOWHERE`."""
         for g in self.indexes:
-            m: Match = getattr(g, name)(*args)
+            m = lookup(g, *args, **kwargs)
             if m.found:
                 return m
         return NOWHERE
 
-    def token(self, t: str) -> Match:
-        """See :meth:`GroundingIndex.token`."""
-        return self._first("token", t)
-
-    def phrase(self, toks: list[str]) -> Match:
-        """See :meth:`GroundingIndex.phrase`."""
-        return self._first("phrase", toks)
-
-    def number(self, x: float) -> Match:
-        """See :meth:`GroundingIndex.number`."""
-        return self._first("number", x)
-
-    def standalone_number(self, x: float) -> Match:
-        """See :meth:`GroundingIndex.standalone_number`."""
-        return self._first("standalone_number", x)
-
-    def derived(self, x: float, decimals: int | None = None) -> Match:
-        """See :meth:`GroundingIndex.derived` (tool-result numbers of the conversation)."""
-        return self._first("derived", x, decimals)
-
-    def date(self, year: int | None, month: int, day: int) -> Match:
-        """See :meth:`GroundingIndex.date`."""
-        return self._first("date", year, month, day)
-
-    def time(self, hour: int, minute: int) -> Match:
-        """See :meth:`GroundingIndex.time`."""
-        return self._first("time", hour, minute)
-
-    def cjk_text(self, value: str) -> Match:
-        """See :meth:`GroundingIndex.cjk_text`."""
-        return self._first("cjk_text", value)
+    def union(self, lookup: Callable[Concatenate[GroundingIndex, P], Iterable[T]],
+              *args: P.args, **kwargs: P.kwargs) -> set[T]:
+        """Every index's answers to ``lookup``, joined."""
+        out: set[T] = set()
+        for g in self.indexes:
+            out.update(lookup(g, *args, **kwargs))
+        return out
 
     def rounded(self, x: float, decimals: int) -> bool:
         """See :meth:`GroundingIndex.rounded`."""
         return any(g.rounded(x, decimals) for g in self.indexes)
-
-    def candidates(self, t: str) -> set[str]:
-        """See :meth:`GroundingIndex.candidates`."""
-        out: set[str] = set()
-        for g in self.indexes:
-            out |= g.candidates(t)
-        return out
-
-    def tokens_starting(self, letter: str) -> set[str]:
-        """Stated tokens of 4+ letters starting with ``letter``."""
-        out: set[str] = set()
-        for g in self.indexes:
-            for key, toks in g.prefixes.items():
-                if key[:1] == letter:
-                    out |= toks
-        return out
-
-    def bigrams_starting(self, first: str) -> Iterable[tuple[str, str]]:
-        """Stated adjacent word pairs whose first word starts with ``first``."""
-        for g in self.indexes:
-            for (a, b), mask in g.bigrams.items():
-                if a.startswith(first) and mask & GROUNDING_MASK:
-                    yield a, b

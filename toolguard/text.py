@@ -33,15 +33,6 @@ STOPWORDS = frozenset(
 """
 
 
-def normalize(text: str) -> str:
-    """Casefold and strip accents (NFKD), collapse whitespace."""
-    if text.isascii():
-        return " ".join(text.casefold().split())
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c))
-    return " ".join(text.casefold().split())
-
-
 def split_identifier(name: str) -> str:
     """``getWeather_forecast.v2`` -> ``get Weather forecast v2``."""
     return _CAMEL.sub(" ", re.sub(r"[_.\-/:]+", " ", name))

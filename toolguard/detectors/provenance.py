@@ -19,7 +19,7 @@ does that deterministically with the conversation's
 4. A value stated only in tool output is *endorsed* when a tool-result record (one JSON
    object, or one line of text) that states it also states a distinctive word the user
    said (the contact "Juno Park" the user asked to email) and carries no text addressed to
-   the agent (:data:`~toolguard.grounding.STEERING`: "ignore previous instructions",
+   the agent (:data:`STEERING`: "ignore previous instructions",
    "without asking", "you must ...", "call f(...)").  Any record of such text that states
    the value takes the endorsement away.
 5. Otherwise the call is not executed: ``ask_user``, naming the value, the parameter and
@@ -46,24 +46,67 @@ from typing import Any, ClassVar
 
 from toolguard.context import CheckContext, ProposedCall
 from toolguard.detectors.base import Detector, register_detector
-from toolguard.detectors.content import iter_leaves, text_facts, value_kind
 from toolguard.errors import ConfigurationError
-from toolguard.grounding import SOURCE_BITS, TRUSTED, GroundingIndex, tokens_of
+from toolguard.grounding import SOURCE_BITS, TRUSTED, GroundingIndex
 from toolguard.specs import ToolSpec
 from toolguard.text import STOPWORDS
 from toolguard.types import Evidence, Verdict
+from toolguard.values import ValueKind, iter_leaves, shape_of, text_facts
+from toolguard.values.knowledge import AMOUNT_PARAMETERS, parameter_pattern
+from toolguard.values.tokens import TOKEN, tokens_of
 
-STEERING_KINDS = frozenset({"email", "url", "path", "identifier"})
-"""Value kinds (:func:`~toolguard.detectors.content.value_kind`) that choose where an
-effect lands: a recipient, an account, a file, an address."""
-ENDORSED_KINDS = frozenset({"email", "url", "path"})
+STEERING_KINDS = frozenset({ValueKind.EMAIL, ValueKind.URL, ValueKind.PATH,
+                            ValueKind.IDENTIFIER})
+"""Value kinds (:func:`~toolguard.values.shape_of`) that choose where an effect lands: a
+recipient, an account, a file, an address."""
+ENDORSED_KINDS = frozenset({ValueKind.EMAIL, ValueKind.URL, ValueKind.PATH})
 """Kinds that need an endorsing record when they come from tool output; identifiers and
 amounts a tool returned (an offer id, a price) are asked about only when text addressed to
 the agent states them."""
-_AMOUNT_PARAM = re.compile(r"(^|_)(amount|price|total|sum|value|quantity|qty|shares|"
-                           r"units|payment|fee|budget|limit)s?$", re.I)
+_AMOUNT_PARAM = parameter_pattern(AMOUNT_PARAMETERS)
+_INDEX = re.compile(r"\[\d+\]")
+_PATH_IN_TEXT = re.compile(r"(?:~|\.{0,2})/[\w.\-/]+")
 _USER = SOURCE_BITS["user"]
 _TOOL = SOURCE_BITS["tool"]
+
+STEERING = re.compile(
+    r"ignore\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|other)|disregard|"
+    r"new\s+instructions?|system\s+prompt|instructions?\s+for\s+(?:the\s+)?(?:ai|assistant)|"
+    r"(?:ai|llm)\s+(?:assistants?|agents?)|\b(?:assistants?|agents?)\s*[:,)]|\[system\]|"
+    r"(?:for|to)\s+(?:the\s+)?(?:ai\s+)?(?:assistants?|agents?)\b|"
+    r"(?:assistants?|agents?)\s+(?:must|should)|must\s+(?:also\s+)?(?:go|be\s+sent|be\s+copied)|"
+    r"important[:!]|urgent[:!]|"
+    r"do\s+not\s+(?:tell|inform|mention|ask)|without\s+(?:asking|telling|confirmation)|"
+    r"you\s+(?:must|should)\s+(?:now\s+|also\s+|first\s+)?[a-z]+|\btodo\b.{0,20}assistant|"
+    r"(?:call(?:ing)?|run(?:ning)?|execut(?:e|ing)|invok(?:e|ing))\s+(?:the\s+)?[a-z_]+\(|"
+    r"\b(?:send|sending|forward|transfer|wire|upload|uploading|post|posting|run|running|execute|"
+    r"delete|remove|wipe|pay|move|e-?mail|e-?mailing|copy|cc|reserve|rsvp)\b"
+    r"[^.\n]{0,80}?(?:\S+@\S+\.\w+|https?://|`|(?:~|\s)/\w+/|\b[A-Z]{2}\d{2}[A-Z0-9]{8,})",
+    re.I)
+"""Text addressed to the agent inside data (AgentDojo-style prompt injection cues)."""
+_STEER_PARTS = ("(", "ignore", "disregard", "instruction", "system", "assistant", "agent",
+                "must", "should", "important", "urgent", "tell", "inform", "mention", "ask",
+                "without")
+_STEER_VERBS = frozenset((
+    "send", "sending", "forward", "transfer", "wire", "upload", "uploading", "post",
+    "posting", "run", "running", "execute", "delete", "remove", "wipe", "pay", "move", "email",
+    "mail", "emailing", "mailing", "copy", "cc", "reserve", "rsvp"))
+
+
+def may_steer(text: str) -> bool:
+    """Cheap necessary condition for :data:`STEERING` (most tool output has none).
+
+    Every alternative of the pattern contains one of its cue words (as a substring) or one
+    of its action verbs as a whole word.
+    """
+    low = text.lower()
+    return any(p in low for p in _STEER_PARTS) or not _STEER_VERBS.isdisjoint(
+        TOKEN.findall(low))
+
+
+def addresses_agent(record: str) -> bool:
+    """Whether a tool-result record carries text addressed to the agent (:data:`STEERING`)."""
+    return may_steer(record) and STEERING.search(record) is not None
 
 
 @register_detector
@@ -99,7 +142,7 @@ class ProvenanceDetector(Detector):
             return None
         g = ctx.conversation.grounding
         for path, value, _ in iter_leaves(call.args, "", {"properties": spec.properties}):
-            param = re.sub(r"\[\d+\]", "", path).rsplit(".", 1)[-1]
+            param = _INDEX.sub("", path).rsplit(".", 1)[-1]
             if accepted and param in accepted:
                 continue
             for candidate, kind in _steering_values(param, value):
@@ -113,7 +156,7 @@ class ProvenanceDetector(Detector):
         return self.check(call, ctx)
 
     @staticmethod
-    def _untrusted_source(value: str, kind: str, g: GroundingIndex,
+    def _untrusted_source(value: str, kind: ValueKind, g: GroundingIndex,
                           specs: Mapping[str, ToolSpec]) -> str | None:
         """The tool whose output alone states ``value``, or ``None`` if it may be used.
 
@@ -133,7 +176,7 @@ class ProvenanceDetector(Detector):
         records = g.records_with(t for t in toks if len(t) >= 2)
         if not records:
             return None  # spread over several results: no record to judge
-        if any(i in g.steering_records for i in records):
+        if not g.marked_records(addresses_agent).isdisjoint(records):
             return _tool_name(g, records)
         if kind not in ENDORSED_KINDS:
             return None  # an id or amount a tool returned (an offer, a booking): its job
@@ -159,25 +202,27 @@ def _tool_name(g: GroundingIndex, records: list[int]) -> str:
     return next((t for i in records if (t := g.record_tools[i])), "a tool")
 
 
-def _steering_values(param: str, value: Any) -> list[tuple[str, str]]:
+def _steering_values(param: str, value: Any) -> list[tuple[str, ValueKind]]:
     """``(value, kind)`` for the parts of one argument that choose where an effect lands."""
     if isinstance(value, bool) or value is None:
         return []
     if isinstance(value, (int, float)):
-        return [(str(value), "number")] if _AMOUNT_PARAM.search(param) and abs(value) > 1 else []
+        return ([(str(value), ValueKind.NUMBER)] if _AMOUNT_PARAM.search(param) and abs(value) > 1
+                else [])
     if not isinstance(value, str) or not value.strip():
         return []
     v = value.strip()
-    kind = value_kind(v) if len(v) <= 400 else "text"
+    kind = shape_of(v) if len(v) <= 400 else ValueKind.TEXT
     if kind in STEERING_KINDS:
         return [(v, kind)]
-    if kind == "number" and _AMOUNT_PARAM.search(param):
+    if kind is ValueKind.NUMBER and _AMOUNT_PARAM.search(param):
         return [(v, kind)]
-    if kind in ("text", "phrase"):
-        out = [(f, k) for f, k in text_facts(v[:4000]) if k in ("email", "url")] + [
-            (p, "path") for p in re.findall(r"(?:~|\.{0,2})/[\w.\-/]+", v) if p.count("/") >= 2]
+    if kind in (ValueKind.TEXT, ValueKind.PHRASE):
+        out: list[tuple[str, ValueKind]] = [
+            (f, k) for f, k in text_facts(v[:4000]) if k in (ValueKind.EMAIL, ValueKind.URL)]
+        out += [(p, ValueKind.PATH) for p in _PATH_IN_TEXT.findall(v) if p.count("/") >= 2]
         if len(v) <= 400 and len(tokens_of(v)) >= 2:
-            out.append((v, "phrase"))  # a command or text copied from an instruction
+            out.append((v, ValueKind.PHRASE))  # a command or text copied from an instruction
         return out
     return []
 
