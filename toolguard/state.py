@@ -80,9 +80,9 @@ def count_verdicts(verdicts: Sequence[Verdict]) -> dict[str, int]:
                            "asked_user": 0, "change_tools": 0, **dict.fromkeys(DETECTORS, 0)}
     for v in verdicts:
         out[_ACTION_COUNTER[v.action]] += 1
-        kind = v.hallucination or (v.evidence[0].detector if v.evidence else None)
+        kind = v.kind or (v.evidence[0].detector if v.evidence else None)
         if v.action != "allow" and kind is not None:
-            out[kind] = out.get(kind, 0) + 1  # provenance verdicts name no hallucination
+            out[kind] = out.get(kind, 0) + 1
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_REASON_CHARS = 4000
 """Reasons longer than this are cut: feedback must stay bounded whatever the model sent."""
@@ -80,9 +80,13 @@ class Verdict(BaseModel):
         tool_call_id: The ``id`` of the tool call (``None`` if the model gave none).
         tool_name: The tool the model asked for, as written by the model.
         action: One of :data:`Action`.
-        hallucination: One of :data:`HallucinationType`, or ``None`` for a clean call.
+        hallucination: One of :data:`HallucinationType` (RelyToolBench's taxonomy, what the
+            papers' metrics count), or ``None`` for a clean call or a verdict of another kind.
             ``ask_user``/``change_tools`` may carry ``None`` when the call is not
             hallucinated but the conditions are incomplete.
+        kind: The kind of the detector that decided (any registered kind:
+            :data:`toolguard.detectors.DETECTORS`, e.g. ``"provenance"``); defaults to
+            ``hallucination``.  ``None`` for a call no detector objected to.
         reason: Feedback the model can act on (sent back in the ``ToolMessage``).
         evidence: What the decision rests on.
         question: For ``ask_user``: the clarification question for the user.
@@ -96,10 +100,18 @@ class Verdict(BaseModel):
     tool_name: str
     action: Action
     hallucination: HallucinationType | None = None
+    kind: str | None = None
     reason: str = ""
     evidence: tuple[Evidence, ...] = Field(default_factory=tuple)
     question: str | None = None
     replay: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_defaults_to_hallucination(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") is None and data.get("hallucination"):
+            return {**data, "kind": data["hallucination"]}
+        return data
 
     @field_validator("reason")
     @classmethod

@@ -4,8 +4,8 @@ A detector checks one proposed tool call and returns a :class:`~toolguard.types.
 or ``None``.  :class:`~toolguard.guard.Guard` builds detectors by name from
 :data:`DETECTORS`; a detector registers itself with :func:`register_detector` in its own
 module, which ``toolguard.detectors`` imports.  Adding a fifth kind is one file plus one
-import line: its ``kind`` becomes a name ``Guard(detectors=[...])`` accepts, a value of
-``Verdict.hallucination`` and a counter of the guard's state.
+import line: its ``kind`` becomes a name ``Guard(detectors=[...])`` accepts, the
+``Verdict.kind`` of its verdicts and a counter of the guard's state.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ class Detector(ABC):
     by an LLM judge override :meth:`acheck` too, sharing prompt building and parsing.
 
     Attributes:
-        kind: The detector's name and the ``hallucination`` of its verdicts (RelyToolBench's
-            ``type``, ``timing``, ``format``, ``content``, or a registered kind).
+        kind: The detector's name and the :attr:`~toolguard.types.Verdict.kind` of its
+            verdicts: RelyToolBench's ``type``, ``timing``, ``format``, ``content`` (also
+            their ``hallucination``), or any other registered kind (``provenance``).
     """
 
     kind: ClassVar[str]
