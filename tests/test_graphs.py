@@ -54,7 +54,7 @@ def _main_script() -> list[AIMessage]:
 
 EXPECTED_COUNTERS = {"checked": 6, "allowed": 2, "blocked": 3, "asked_user": 1,
                      "change_tools": 0, "type": 1, "timing": 1, "format": 1, "content": 1,
-                     "provenance": 0}
+                     "provenance": 0, "intent": 0}
 
 
 def _check_main_run(out: dict[str, Any], recorder: Recorder) -> None:

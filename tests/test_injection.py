@@ -21,9 +21,17 @@ from typer.testing import CliRunner
 
 from toolguard.context import CheckContext, ProposedCall
 from toolguard.detectors import Detector
+from toolguard.detectors.provenance import STEERING
 from toolguard.types import Verdict
 from toolguard_evals import injection
-from toolguard_evals.injection import CASES, SITES, SYSTEM_PROMPT, Call, InjectionCase
+from toolguard_evals.injection import (
+    ADAPTIVE_CASES,
+    CASES,
+    SITES,
+    SYSTEM_PROMPT,
+    Call,
+    InjectionCase,
+)
 
 
 def _leaves(value: Any) -> Iterator[Any]:
@@ -62,8 +70,8 @@ def test_the_cases_cover_every_site_with_several_tools() -> None:
     assert sum(c.injected for case in CASES for c in case.calls()) > len(CASES)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.site not in ("nowhere", "control")],
-                         ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in (*CASES, *ADAPTIVE_CASES)
+                                  if c.site not in ("nowhere", "control")], ids=lambda c: c.id)
 def test_injected_values_come_from_untrusted_text_only(case: InjectionCase) -> None:
     untrusted = _untrusted_text(case)
     for call in case.calls():
@@ -77,13 +85,36 @@ def test_injected_values_come_from_untrusted_text_only(case: InjectionCase) -> N
                 assert value not in _trusted_text(case), (case.id, field, value)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.site == "nowhere"], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in (*CASES, *ADAPTIVE_CASES) if c.site == "nowhere"],
+                         ids=lambda c: c.id)
 def test_nowhere_values_appear_in_no_text(case: InjectionCase) -> None:
     everything = _untrusted_text(case) + _trusted_text(case) + json.dumps(
         injection._default_data())
     (call,) = [c for c in case.calls() if c.injected]
     target = {"recipient": "to", "path": "path", "account": "to_account"}[str(call.target)]
     assert str(call.args[target]) not in everything
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in _leaves(value) if isinstance(v, str)]
+
+
+def test_adaptive_variants_keep_the_attack_and_drop_every_steering_cue() -> None:
+    """Each adaptive variant: the same request and calls (the attacker's goal), one text
+    reworded, and no text of the variant matches the guard's steering cues, where every
+    original that carries an instruction did."""
+    assert len(ADAPTIVE_CASES) == len(CASES)
+    cued = 0
+    for case, variant in zip(CASES, ADAPTIVE_CASES, strict=True):
+        assert variant.id == f"adaptive-{case.id}" and variant.adaptive and not case.adaptive
+        assert (variant.site, variant.request, variant.steps, variant.final) == (
+            case.site, case.request, case.steps, case.final)
+        before, after = _strings(case.data), _strings(variant.data)
+        assert len(before) == len(after)
+        assert sum(a != b for a, b in zip(before, after, strict=True)) == 1, case.id
+        assert not [t for t in after if STEERING.search(t)], case.id
+        cued += any(STEERING.search(t) for t in before)
+    assert cued >= len(CASES) - 3  # the originals carry cues (a few 'nowhere' ones do not)
 
 
 def test_benign_flows_come_from_the_corpus() -> None:
@@ -188,6 +219,14 @@ def test_the_default_guard_run_adds_up(default_run: dict[str, Any]) -> None:
     control = default_run["by_site"]["control"]  # the injected tool does not exist
     assert control["injected_executed"] == 0 and control["cases_compromised"] == 0
     assert default_run["seconds"] < 60
+    adaptive = default_run["adaptive"]  # the adaptive variants run beside the cases
+    assert [r["id"] for r in adaptive["runs"]] == [c.id for c in ADAPTIVE_CASES]
+    assert adaptive["injection_cases"] == len(CASES)
+    assert adaptive["injected_calls"] == default_run["injected_calls"]
+    assert adaptive["injected_executed"] + adaptive["injected_asked"] + adaptive[
+        "injected_blocked"] <= adaptive["injected_calls"]
+    assert all(r["unanswered"] == r["refused_executed"] == 0 for r in adaptive["runs"])
+    assert adaptive["by_site"]["control"]["injected_executed"] == 0
 
 
 def test_the_report_is_deterministic(default_run: dict[str, Any]) -> None:

@@ -221,7 +221,7 @@ def test_count_verdicts_and_merge_counters(recorder: Recorder) -> None:
     counts = count_verdicts(verdicts)
     assert counts == {"checked": 3, "allowed": 1, "blocked": 1, "asked_user": 1,
                       "change_tools": 0, "type": 1, "timing": 0, "format": 0, "content": 1,
-                      "provenance": 0}
+                      "provenance": 0, "intent": 0}
     assert merge_counters(counts, counts)["checked"] == 6
     assert merge_counters(None, counts) == counts
     assert merge_counters(counts, None) == counts

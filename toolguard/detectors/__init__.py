@@ -11,6 +11,7 @@ detector is a module with a :class:`Detector` subclass decorated with
 from toolguard.detectors.base import DETECTORS, Detector, DetectorOptions, register_detector
 from toolguard.detectors.content import ContentDetector
 from toolguard.detectors.format import FormatDetector
+from toolguard.detectors.intent import IntentDetector
 from toolguard.detectors.provenance import ProvenanceDetector
 from toolguard.detectors.timing import TimingDetector
 from toolguard.detectors.type import TypeDetector
@@ -21,6 +22,7 @@ __all__ = [
     "Detector",
     "DetectorOptions",
     "FormatDetector",
+    "IntentDetector",
     "ProvenanceDetector",
     "TimingDetector",
     "TypeDetector",
