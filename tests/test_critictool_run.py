@@ -206,3 +206,38 @@ def test_end_to_end_against_the_local_model(local_server: str, tmp_path: Path) -
     assert (tmp_path / "plot.png").stat().st_size > 0
     rerun = CliRunner().invoke(app, args)  # resumed from the cache: no requests
     assert rerun.exit_code == 0 and "6 cached" in rerun.output
+
+
+def test_guarded_variant_runs_through_create_agent(built: Built) -> None:
+    """The shipped middleware answers the last step; the engines agree as a cross-check."""
+    from toolguard.retry import CATEGORY_TEXT
+    from toolguard_evals.critictool.guarded import agent_external, agent_internal
+    from toolguard_evals.critictool.run import history_messages, tool_specs
+
+    internal = built["internal"]
+    for kind in ("tool_hallucination_error", "parameters_key_error", ""):
+        rec = by_kind(internal, kind)
+        specs, history = tool_specs(rec.function_list), history_messages(rec.query_prompt)
+        prompt, info = asyncio.run(agent_internal(rec, specs, history))
+        _, engine = guard_internal(rec)
+        assert (info["action"], info["hallucination"], info["category"]) == (
+            engine["action"], engine["hallucination"], engine["category"]), kind
+        assert prompt[:-1] == rec.prompt("llm")[:-1]  # only the last answer changes
+        if kind:
+            assert prompt[-1]["content"].endswith(
+                f"Error category: {CATEGORY_TEXT[info['category']]}.")
+        else:
+            assert prompt == rec.prompt("llm")  # the real answer, kept
+    rate = by_kind(built["external"], "rate_limit")
+    rec_history = history_messages(rate.query_prompt)[:-2]
+    prompt, retries, feedback = asyncio.run(agent_external(
+        rate, "skip", tool_specs(rate.function_list), rec_history, retry_limit=3))
+    assert retries == 3 and "Skip this step" in feedback and prompt[-1]["content"] == feedback
+    denied = by_kind(built["external"], "permission")
+    _, retries, feedback = asyncio.run(agent_external(
+        denied, "finish", tool_specs(denied.function_list),
+        history_messages(denied.query_prompt)[:-2], retry_limit=3))
+    assert retries == 0 and "Stop here" in feedback
+    guarded = asyncio.run(generate_case(ScriptedChatModel(script=[text(rate.ground_truth[1])]),
+                                        Case(rate, "skip", "guarded")))
+    assert guarded["controller_retries"] == 3 and guarded["sources"][-1] == "model"

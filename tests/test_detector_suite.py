@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from toolguard.specs import ToolSpec
 from toolguard_evals import bfcl
 from toolguard_evals import detector_suite as ds
-from toolguard_evals.detector_suite import perturb
+from toolguard_evals.detector_suite.values import numbers_of
 
 # ---------------------------------------------------------------------------- fixtures
 
@@ -252,7 +252,7 @@ def test_invented_numbers_are_absent_from_the_conversation(suite: ds.Suite) -> N
     for case, gold in _perturbed(suite, "invented_number"):
         t, key = case.target or 0, case.metadata["key"]
         old, new = gold.calls[t]["args"][key], case.calls[t]["args"][key]
-        numbers = perturb._numbers(_question(case))
+        numbers = numbers_of(_question(case))
         assert type(new) is type(old) and new != old
         assert float(old) in numbers and float(new) not in numbers
 
@@ -402,3 +402,37 @@ def test_public_names_stay_importable_from_the_package() -> None:
 
     assert Case is RecordsCase and set(ds.__all__) <= set(dir(ds))
     assert callable(score) and callable(run_suite) and ds.main is ds.run.main
+
+
+def test_one_perturbation_module_serves_both_suites() -> None:
+    """Suite B supplies targets only; the perturbations and their draws live here."""
+    from toolguard_evals import suite_b as sb
+    from toolguard_evals.detector_suite.perturb import PERTURBERS
+
+    doc = {"name": "get_weather", "description": "Weather of a city.",
+           "parameters": {"type": "object", "properties": {
+               "city": {"type": "string"}, "days": {"type": "integer"}},
+               "required": ["city"]}}
+    other = {"name": "book_taxi", "description": "Book a taxi.",
+             "parameters": {"type": "object", "properties": {"to": {"type": "string"}},
+                            "required": ["to"]}}
+    history: list[BaseMessage] = [HumanMessage("Weather in Lisbon for 3 days?")]
+
+    def target(sampling: ds.Sampling) -> ds.Target:
+        return ds.Target(id="r1", category="x", history=history, tools=[doc, other],
+                         calls=[("get_weather", {"city": "Lisbon", "days": 3})], seed=0,
+                         sampling=sampling)
+
+    for sampling in (ds.BFCL_SAMPLING, ds.SUITE_B_SAMPLING):
+        made = {p: f(target(sampling)) for p, f in PERTURBERS.items()}
+        assert made["drop_required"] is not None
+        assert made["drop_required"].calls[0][1] == {"days": 3}
+        assert made["fabricated"] is not None
+        assert made["fabricated"].calls[0][0] not in {"get_weather", "book_taxi"}
+        assert made["invented_value"] is not None  # by shape: no kinds declared
+    # per-perturbation streams: one perturbation's draws do not move another's
+    t = target(ds.SUITE_B_SAMPLING)
+    alone = PERTURBERS["rename_key"](t)
+    PERTURBERS["fabricated"](t)
+    assert PERTURBERS["rename_key"](t) == alone
+    assert not any(hasattr(sb, n) for n in ("_PERTURBERS", "_fabricated", "invent_value"))

@@ -29,6 +29,7 @@ from toolguard_evals.relytoolbench.agent import (
 )
 from toolguard_evals.relytoolbench.data import RtbCase, load_relytoolbench
 from toolguard_evals.relytoolbench.evaluator import Judges, check_type, score_episode
+from toolguard_evals.relytoolbench.guarded import run_guarded_episode
 from toolguard_evals.relytoolbench.metrics import (
     EpisodeScore,
     aggregate,
@@ -337,12 +338,47 @@ def test_guard_turns_an_invented_id_into_talk_to_user(cases: dict[str, RtbCase])
                                     sim, fmt="react", max_steps=3))
     assert plain.end == "give_answer" and len(plain.executed_calls) == 1
     assert json.loads(plain.executed_calls[0].observation)["response"] == "simulated"
-    guarded = asyncio.run(run_episode(case, ScriptedChatModel(script=[_react(spec.name, args),
-                                                                      finish]),
-                                      sim, fmt="react", guard=Guard(case.specs), max_steps=3))
-    assert guarded.end == "guard_ask_user" and guarded.indecisive == "TalkToUser"
-    assert guarded.executed_calls == [] and guarded.steps[0].verdict is not None
-    assert guarded.steps[0].verdict["hallucination"] == "content"
+    # the shipped path: create_agent + GuardMiddleware; and the engine-level cross-check
+    agent = asyncio.run(run_guarded_episode(
+        case, ScriptedChatModel(script=[_react(spec.name, args), finish]), sim, fmt="react",
+        max_steps=3))
+    engine = asyncio.run(run_episode(case, ScriptedChatModel(script=[_react(spec.name, args),
+                                                                     finish]),
+                                     sim, fmt="react", guard=Guard(case.specs), max_steps=3))
+    for guarded in (agent, engine):
+        assert guarded.end == "guard_ask_user" and guarded.indecisive == "TalkToUser"
+        assert guarded.executed_calls == [] and guarded.steps[0].verdict is not None
+        assert guarded.steps[0].verdict["hallucination"] == "content"
+        assert guarded.guarded and guarded.model_calls == 1
+    assert agent.steps[0].action_input == engine.steps[0].action_input
+
+
+def test_guarded_agent_runs_allowed_calls_and_finishes(cases: dict[str, RtbCase]) -> None:
+    """Through create_agent: an allowed call reaches the simulator, Finish ends the run."""
+    case = cases[ORIGINAL]
+    spec = case.specs[0]
+    finish = _react("Finish", {"return_type": "give_answer", "final_answer": "done"})
+    seen: list[list[BaseMessage]] = []
+
+    def model(messages: list[BaseMessage]) -> AIMessage:
+        seen.append(list(messages))
+        return _react(spec.name, {}) if len(seen) == 1 else finish
+
+    sim = ApiSimulator(_sim_model(), settings={"model": "scripted"})
+    ep = asyncio.run(run_guarded_episode(case, ScriptedChatModel(script=[model] * 3), sim,
+                                         fmt="react", max_steps=3))
+    plain = asyncio.run(run_episode(case, ScriptedChatModel(script=[_react(spec.name, {}),
+                                                                    finish]),
+                                    sim, fmt="react", max_steps=3))
+    assert ep.end == plain.end == "give_answer" and ep.final_answer == "done"
+    assert [s.kind for s in ep.steps] == [s.kind for s in plain.steps] == ["call", "finish"]
+    assert ep.steps[0].executed and ep.steps[0].verdict == {
+        "action": "allow", "hallucination": None, "reason": ""}
+    assert ep.steps[0].observation == plain.steps[0].observation
+    # the model saw the paper's format: system prompt, "Begin!", then an Observation
+    assert message_text(seen[1][1]).endswith("Begin!\n")
+    assert message_text(seen[1][-1]).startswith("Observation: ")
+    assert seen[1][0].content == system_prompt(case, "react")
 
 
 def test_native_loop_and_step_budget(cases: dict[str, RtbCase]) -> None:
@@ -358,6 +394,11 @@ def test_native_loop_and_step_budget(cases: dict[str, RtbCase]) -> None:
     assert ep.end == "max_steps" and ep.model_calls == 2
     assert [s.kind for s in ep.steps] == ["call", "finish", "no_action"]
     assert "not a valid choice" in ep.steps[1].observation
+    agent = asyncio.run(run_guarded_episode(case, ScriptedChatModel(script=[call, text]), sim,
+                                            fmt="native", max_steps=2))
+    assert agent.end == "max_steps" and agent.model_calls == 2
+    assert [s.kind for s in agent.steps] == ["call", "finish", "no_action"]
+    assert "not a valid choice" in agent.steps[1].observation
 
 
 # ---------------------------------------------------------------------------- cache

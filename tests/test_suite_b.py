@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from toolguard.specs import ToolSpec
 from toolguard_evals import detector_suite as ds
 from toolguard_evals import suite_b as sb
+from toolguard_evals.detector_suite.values import date_said
 from toolguard_evals.dialogues import build_corpus, domain
 from toolguard_evals.dialogues.framework import numbers_in
 
@@ -270,26 +271,26 @@ def test_repeats_follow_a_success_with_only_reads_in_between(suite: sb.SuiteB) -
 
 # ---------------------------------------------------------------------------- helpers
 def test_absent_rejects_partial_tokens_and_accepts_new_values() -> None:
-    g = sb.Grounding.of(["My username is JaneSmith and my order is ORD-48213."])
-    assert not sb.absent("jane", g)  # part of another value
-    assert not sb.absent("JaneSmith", g)
-    assert not sb.absent("ORD-48213", g)
-    assert not sb.absent("Jane Smith", g)
-    assert sb.absent("quillmoth", g)
-    assert sb.absent("ORD-77105", g, keep=("ORD",))
-    assert not sb.absent("ORD-77105", g)  # "ord" would be a shared token
+    g = ds.Grounding.of(["My username is JaneSmith and my order is ORD-48213."])
+    assert not ds.absent("jane", g)  # part of another value
+    assert not ds.absent("JaneSmith", g)
+    assert not ds.absent("ORD-48213", g)
+    assert not ds.absent("Jane Smith", g)
+    assert ds.absent("quillmoth", g)
+    assert ds.absent("ORD-77105", g, keep=("ORD",))
+    assert not ds.absent("ORD-77105", g)  # "ord" would be a shared token
 
 
 def test_invented_dates_and_times_are_not_said_in_words() -> None:
-    g = sb.Grounding.of(["Today is Monday, 2026-03-02.", "Book it for March 9 at 2 pm."],
+    g = ds.Grounding.of(["Today is Monday, 2026-03-02.", "Book it for March 9 at 2 pm."],
                         today=__import__("datetime").date(2026, 3, 2))
     rng = random.Random(0)
     for _ in range(30):
-        made = sb.invent_value("date", "date", "2026-03-09", g, rng)
+        made = ds.invent_value("date", "date", "2026-03-09", g, rng)
         assert made is not None and made.value != "2026-03-09"
         day = __import__("datetime").date.fromisoformat(made.value)
-        assert not sb._date_said(day, g)
-        t = sb.invent_value("time", "start_time", "14:00", g, rng)
+        assert not date_said(day, g)
+        t = ds.invent_value("time", "start_time", "14:00", g, rng)
         assert t is not None and t.value not in ("14:00", "02:00")
 
 

@@ -1,19 +1,11 @@
 """Benchmark: deterministic KG resolution time per query on an N-triple KG.
 
-The KG is FamilyTool's ``familykg-b.txt`` (when ``--data-dir`` has it) grown with
-synthetic families (a speaker, spouse, children, parents, each with preference triples)
-to ``triples`` triples; queries mix one- to three-hop possessive chains, pronouns and
-two references per request.
-
-- :func:`main`: the resolver alone on an in-memory graph; p50 / p99 / mean in milliseconds
-  (target: p50 <= 5 ms for 500 triples, issue 4).
-- :func:`sweep_store`: the middleware's per-turn path (``KGResolveMiddleware.before_agent``:
-  the user's graph read from a LangGraph ``InMemoryStore``, the request resolved and
-  rewritten) for KGs of 500 / 5,000 / 50,000 triples; p50 / p99 per turn (target: <= 5 ms
-  at 50,000, issue 15), plus the first turn (cold) and a turn right after a write through
-  :class:`~toolguard.kg.KGStore`.
-
-A benchmark, not a test: numbers depend on the machine.
+The KG is FamilyTool's ``familykg-b.txt`` (when ``--data-dir`` has it) grown with synthetic
+families to ``triples`` triples; queries mix one- to three-hop possessive chains, pronouns
+and two references per request.  :func:`main` times the resolver alone on an in-memory
+graph; :func:`sweep_store` the middleware's per-turn path
+(``KGResolveMiddleware.before_agent`` over a LangGraph ``InMemoryStore``) at 500 / 5,000 /
+50,000 triples, cold, warm and after a write.  Numbers depend on the machine.
 """
 
 from __future__ import annotations

@@ -1,48 +1,16 @@
 """Benchmark: toolguard's overhead per tool call (deterministic path), from one run.
 
-Each number comes from a named :class:`Measurement` in :data:`MEASUREMENTS`:
+Each number comes from a named :class:`Measurement` in :data:`MEASUREMENTS`: ``check``
+(p50 / p99 of ``Guard.check`` per call over BFCL gold calls), ``step`` (a ``ToolNode`` step
+with and without ``GuardNode``) and ``agent_step`` (one ``create_agent`` step with and
+without ``GuardMiddleware``, real BFCL tools); the two variants of a pair are timed
+alternately after warm-up (:func:`time_pair`).  ``--sweeps`` (:data:`SWEEPS`) adds
+``Guard.check`` by history length (:func:`bench_history_check`), the ``create_agent`` ratio
+by turn (:func:`bench_history_agent`), by tool count
+(:func:`toolguard_evals.bench_tools.sweep_tools`) and by KG size
+(:func:`toolguard_evals.bench_kg.sweep_store`).
 
-- ``check``: p50 / p99 of ``Guard.check`` per call in milliseconds, over real BFCL gold
-  calls when ``bfcl-eval`` is installed (else a built-in conversation).
-- ``step``: one graph step executing a no-op tool through a plain ``ToolNode`` and through
-  ``GuardNode`` + ``ToolNode`` (a hand-built ``StateGraph``): p50 / p99 per step and the
-  ratio guarded / plain of the p50s.
-- ``agent_step``: the middleware path.  One ``create_agent`` step (model -> tool -> model:
-  a tool call, its execution, the final answer) with ``GuardMiddleware()`` against the
-  same step of a plain ``create_agent``: the same scripted model and the same real tools
-  (BFCL's ``VehicleControlAPI`` methods executing on a live environment, episode
-  :data:`AGENT_EPISODE`; a built-in weather tool without ``bfcl-eval``).  p50 / p99 per step,
-  the ratio of the p50s and their difference (the middleware's cost per tool call, ms).
-
-The two variants of a pair are timed alternately (plain first on even steps, guarded first
-on odd ones) after untimed warm-up steps, so drift and order effects cancel.
-
-With ``--sweeps`` (:data:`SWEEPS`, issue 15: does a guarded step cost the same deep in a
-conversation, with many tools, with a large KG?), four more keys, each a list of rows with
-``size``, ``p50_ms`` and ``p99_ms``:
-
-- ``history``: per history length (10 / 100 / 1,000 / 10,000 messages; ten lookup tools
-  whose results are ~1 KB JSON): ``Guard.check`` on a call grounded in the latest result,
-  the first check apart (``cold_ms``), then warm p50 / p99 as the conversation grows by a
-  call and its result per check, and the memory peak of one check (``tracemalloc``) —
-  :func:`bench_history_check`.
-- ``agent_by_turn``: one long ``create_agent`` conversation held by a plain agent and a
-  ``GuardMiddleware`` one in lockstep (4 messages a turn), the steps around turns 10, 100
-  and 400 timed: p50 / p99 and the ratio guarded / plain (issue 15's target: <= 1.10 at
-  turn 400; measured, not asserted) — :func:`bench_history_agent`.
-- ``tools``: :func:`toolguard_evals.bench_tools.sweep_tools` (5 / 50 / 500 / 2,000 tools).
-- ``kg``: :func:`toolguard_evals.bench_kg.sweep_store` (500 / 5,000 / 50,000 triples
-  through a LangGraph store).
-
-and ``step_ratio`` gathers the guarded / plain ratios measured (:func:`step_ratios`).  The
-sweeps take a minute or two (the 10,000-message cold check and the 50,000-triple KG build
-dominate); the default run takes seconds.  A new measurement is one function
-``(BenchConfig) -> numbers`` plus one ``numbers -> table rows`` (and optionally detail
-tables), appended to :data:`MEASUREMENTS` or :data:`SWEEPS`; :func:`time_pair` and
-:func:`pair_summary` time and summarise pairs.
-
-Run: ``toolguard bench overhead [--sweeps] [--json PATH]`` (or
-``python -m toolguard_evals.bench_overhead [--sweeps]``).
+Run: ``toolguard bench overhead [--sweeps] [--json PATH]``.  Numbers depend on the machine.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Benchmark: what a guarded step costs as the tool set grows (5 / 50 / 500 / 2,000 tools).
 
-Per tool count, in milliseconds (p50 / p99 over ``reps`` timed runs after one untimed one):
-
-- ``construct``: ``Guard(tools)`` built from tools a ``Guard`` or ``Precheck`` was already
-  built from (an agent's tools, a second middleware, a restarted graph).
-- ``first_step``: ``Guard.check`` on the first tool step of a conversation (a user request,
-  the model's call to the gold tool with the gold arguments), on a guard just built from
-  the same tools: every detector runs, relevance is judged.
-- ``first_step_scan``: the same with a call to a tool that shares no word with the request,
-  so the lexical relevance judge scores every tool of the set.
-- ``precheck_decide``: ``Precheck.decide`` on the request (deterministic rules).
-
-Tools are BFCL v4 function docs (``bfcl-eval`` installed; the first ``size`` distinct ones
-in file order, copies with a numbered name beyond the ~1,600 distinct docs) or, without it,
-synthetic docs.  ``form`` is how they are given: ``dict`` (the BFCL doc itself), ``tool``
-(a LangChain ``StructuredTool`` whose ``args_schema`` is a pydantic model of the doc's
-parameters, as ``@tool`` builds one; what ``create_agent`` passes)
-or ``spec`` (:class:`~toolguard.ToolSpec`).  Requests are the questions of the BFCL records
-whose function is in the set.  A benchmark, not a test: numbers depend on the machine.
+Per tool count, p50 / p99 in milliseconds: ``construct`` (``Guard(tools)``), ``first_step``
+(``Guard.check`` on a conversation's first call), ``first_step_scan`` (a call sharing no
+word with the request, so every tool is scored) and ``precheck_decide``.  Tools are BFCL v4
+function docs (synthetic ones without ``bfcl-eval``) given as dicts, LangChain tools or
+:class:`~toolguard.ToolSpec` s (``form``).  Numbers depend on the machine.
 
 Run: ``python -m toolguard_evals.bench_tools [--json PATH]``.
 """

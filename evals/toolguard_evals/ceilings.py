@@ -1,38 +1,18 @@
 """How far can a deterministic (no-LLM) resolver or pre-check go on these benchmarks?
 
-Two measurements behind the targets of issues 4 and 5 that the deterministic code does not
-reach; each prints numbers from the real data, nothing is fitted here.
+Each prints numbers from the real data; nothing is fitted here.
 
-``familytool`` (FamilyTool-b, DATA.md §3): the *lexical evidence* share.  A record gives
-lexical evidence when it names a speaker and, for every gold triple whose tail is an
-attribute value (not a person), a specific word of the relation name (``prefer_`` and
-filler words removed, generic words such as "time"/"location" ignored when a specific one
-exists) appears in the request, by Snowball stem or through the resolver's synonym lexicon
-(:data:`toolguard.kg.lexicon.ATTRIBUTE_SYNONYMS`).  A resolver that picks relations from the
-request's words cannot reach EM or Coverage on records without evidence except by chance,
-so the share bounds both from above (a loose bound: evidence is not the same as a unique
-choice, e.g. "concerts in the city my son prefers" is labelled ``prefer_concerts_in`` while
-``prefer_city`` matches as well).
+- ``familytool`` (FamilyTool-b, ``docs/DATA.md`` §3): the share of records with *lexical
+  evidence* (a speaker, and a word of every attribute relation in the request, by stem or
+  synonym), an upper bound on EM and Coverage for a resolver that picks relations from the
+  request's words.
+- ``abstain`` (RelyToolBench + BFCL v4): two trade-off curves of the deterministic
+  pre-check, the embedding rescue of ``no_suitable_tool`` per similarity threshold, and
+  the missing-information policies (Missing Parameter F1 against Original's false
+  abstains).
 
-``abstain`` (RelyToolBench + BFCL v4, :mod:`toolguard_evals.abstain`): two trade-off curves of the
-deterministic pre-check.
-
-- *Embedding rescue*: the lexical relevance step says ``no_suitable_tool``; the request's
-  best cosine to a tool's ``name: description`` (all-MiniLM-L6-v2, the ``embed`` extra) at
-  or above a threshold turns it into ``proceed`` (what ``relevance="embedding"`` does with
-  ``min_similarity``).  Printed per threshold: BFCL irrelevance F1, live_irrelevance F1 and
-  the false-abstain rates of simple_python, multiple, live_simple and live_multiple.
-- *Missing information*: Missing Parameter F1 (pooled with Original, as the report scores
-  it) against Original's false-abstain rate, for the ``vague`` and ``unstated`` policies of
-  :mod:`toolguard.precheck.rules` and a third, ``typed`` (on top of the default
-  decisions): also ask when the request states no value and the best-fitting tool has a
-  required parameter that looks like a user fact (an id, name, place, ... by name, or with a
-  digit in its ToolBench example value), has no ``enum``, and whose example value shares no
-  word with the request.
-
-Usage: ``python -m toolguard_evals.ceilings familytool --data-dir ../shared/data/familytool`` and
-``python -m toolguard_evals.ceilings abstain`` (needs ``bfcl-eval`` and, for the rescue curve, the
-``embed`` extra).
+Usage: ``python -m toolguard_evals.ceilings familytool --data-dir ../shared/data/familytool``
+and ``python -m toolguard_evals.ceilings abstain``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
-"""FamilyTool KG-extraction evaluation (DATA.md §3).
+"""FamilyTool KG-extraction evaluation (``docs/DATA.md`` §3).
 
-Loads ``familytool-{b,e}.jsonl`` + ``familykg-{b,e}.txt`` from ``--data-dir``, generates
-``KG.search`` programs (the deterministic resolver, or the golden paths with
-``generator="golden"``), runs FamilyTool's ``KG_search`` on them and scores the result
-exactly as ``metric_KG_extraction`` in the paper's
-``pipeline/KG_extraction_post_process_make_intermediate_json.py`` does:
-
-- format error: the extraction is ``""``; rate over all records;
-- no-hallucination: non-empty extractions without ``bad_extract`` / (total - format errors);
-- EM / F1: sets of ``"h<>r<>t"`` strings, gold vs extracted, averaged over all records;
-- coverage: 1 if every gold-triple entity that occurs (as a substring) in
-  ``str(gold tool calls)`` is an entity of the extraction; averaged over all records.
-
-Values are percent, as the paper prints them.
-
-With a model (``generator="llm"``, or ``tool_use=True``), KG-augmented tool use is scored
-as UnifiedToolHub's ``metrics_for_single_round_tool_call`` does (DATA.md §3): the request
-with the golden sub-KG, and with the extracted one in its place, goes to the model with
-the record's candidate tools; Tool Acc = gold tool names present in the output / distinct
-gold names, Value Acc = gold parameters whose ``json.dumps`` equals the prediction's /
-all gold parameters (extra predicted parameters are not penalised), EM = 1 when every gold
-tool is fully matched.
-
-The loader accepts the upstream layout (``datasets/familytool-X.jsonl``,
-``KG/familykg-X.txt``) and a flat folder, for the base (``b``) and extended (``e``) sets
-or any other subset name in the same format.
+Loads ``familytool-{b,e}.jsonl`` + ``familykg-{b,e}.txt`` (the upstream layout or a flat
+folder), generates ``KG.search`` programs (the deterministic resolver, an LLM, or the
+golden paths), runs FamilyTool's ``KG_search`` on them and scores them as
+``metric_KG_extraction`` (``pipeline/KG_extraction_post_process_make_intermediate_json.py``)
+does: format error, no-hallucination, EM / F1 over triples, coverage; percent.  With a
+model, KG-augmented tool use is scored as UnifiedToolHub's
+``metrics_for_single_round_tool_call`` does (Tool Acc, Value Acc, EM), with the golden and
+the extracted sub-KG.
 """
 
 from __future__ import annotations

@@ -1,39 +1,17 @@
 """The evaluation runner: every eval runs its cases here, and shares its reports.
 
 Every eval in ``evals/`` has the same shape: **build** the cases, **run** them through this
-runner, **score** the outputs with pure functions, **report** (tables, JSON, plots).  As in
-BFCL, running and scoring are separate, so scores can be recomputed offline from saved
-outputs.
+runner, **score** the outputs with pure functions, **report** (tables, JSON, plots); as in
+BFCL, scores are recomputed offline from saved outputs.
 
-Running — three entry points over one bookkeeping (case ids, cache look-ups, outputs in case
-order, failures per case, per-case timing, a progress bar):
-
-=====================  ==============================================================
-:func:`run_cases`      ``async generate(case)``, at most ``concurrency`` in flight, for
-                       model endpoints (:class:`Endpoint`: vLLM, a router over many
-                       replicas, or the embedded llama.cpp server); await it
-:func:`run_cases_sync` the same from synchronous code (``asyncio.run``)
-:func:`map_cases`      a synchronous ``generate(case)``: one after another in the calling
-                       thread (``concurrency=1``: no event loop, for CPU-bound
-                       deterministic cases), or in a thread pool (synchronous graphs
-                       waiting on a model)
-=====================  ==============================================================
-
-Each finished case can be appended to a :class:`GenerationCache` (JSONL, one record per case
-keyed by the case id and the generation settings), so a rerun skips finished cases and an
-interrupted run resumes where it stopped.  A case whose ``generate`` raises is reported in
-:attr:`RunResult.failed` and not cached, so the next run tries it again;
-:func:`check_failures` turns too many failures into an :class:`EvalRunError` (exit 1).
-Deterministic suites pass ``raise_errors=True``: an exception there is a bug, and its
-traceback is the report.
-
-Reports: :func:`side_by_side_table` (a rich table, e.g. unguarded vs guarded),
-:func:`plot_variants` (a grouped bar chart, matplotlib with the Agg backend),
-:func:`write_json`, and :func:`quantile` / :func:`latency_summary` for timings.
-
-Scaling is by pointing ``--base-url`` at a router over many vLLM replicas and raising
-``--concurrency``, not by local processes.  The embedded llama.cpp server answers one
-request at a time, so concurrency above 1 only queues there.
+- Running: :func:`run_cases` (async ``generate(case)``, at most ``concurrency`` in flight,
+  for model :class:`Endpoint` s), :func:`run_cases_sync`, :func:`map_cases` (synchronous,
+  in the calling thread or a thread pool); finished cases go to a :class:`GenerationCache`
+  (JSONL keyed by case id and generation settings) so a rerun resumes; failures are
+  reported per case, not cached, and :func:`check_failures` turns too many into an
+  :class:`EvalRunError`.
+- Reports: :func:`side_by_side_table`, :func:`plot_variants`, :func:`write_json`,
+  :func:`quantile` / :func:`latency_summary`.
 """
 
 from __future__ import annotations

@@ -1,38 +1,18 @@
-"""Suite B: a second labelled detector suite, from sources other than BFCL.
+"""Suite B: the detector suite's cases from sources other than BFCL.
 
-Same :class:`toolguard_evals.detector_suite.Case` objects, perturbations and labels as the
-BFCL suite (``docs/DATA.md`` §2b, :data:`~toolguard_evals.detector_suite.PERTURBATION_LABELS`),
-so :func:`~toolguard_evals.detector_suite.run_suite` / ``score`` run unchanged.  Three sources:
+The same :class:`~toolguard_evals.detector_suite.Case` s, labels and scorer as the BFCL suite
+(``docs/DATA.md`` §2b); this module only supplies the targets
+(:class:`~toolguard_evals.detector_suite.target.Target`, perturbed by
+:mod:`toolguard_evals.detector_suite.perturb` with declared value kinds and one random
+stream per perturbation).  Sources:
 
-- ``dialogues:<domain>`` -- the dialogue corpus (:mod:`toolguard_evals.dialogues`): the
-  target call is a gold call at any step of a multi-turn conversation, the history the real
-  conversation before it (earlier turns, tool results from the executable backend, the
-  current turn's earlier calls).  ``gold`` is the dialogue's first call, ``next_call`` later
-  calls (up to two per dialogue), ``repeat`` re-issues a successful call right after its
-  result (or after read-only calls only); its metadata say whether running it again changes
-  the backend state (``effect``: ``harmful`` / ``harmless``) and whether it succeeds.
-- ``toolbench`` -- RelyToolBench Original queries with their ToolBench APIs, single step.  A
-  gold call is derived only when every required parameter of a relevant API is filled
-  confidently from the query: the API's example value occurs in the query as a whole word
-  (>= 3 characters, or >= 2 digits), a URL/email parameter with exactly one URL/email in the
-  query, or the single remaining string parameter with exactly one unused quoted string
-  (id-like parameters only take quoted values with a digit).  Other records are skipped and
-  counted (:attr:`SuiteB.skipped`).
-- ``critictool`` -- requests written here for every API of CRITICTOOL's tool docs
-  (``../shared/data/critictool/api_descrip.json``), single step; the tool list is the API's
-  toolkit plus two toolkits of other purposes.
-
-Perturbations per target: ``fabricated``, ``irrelevant_tool`` (a tool of another purpose
-group with schema-valid, grounded arguments), ``drop_required``, ``rename_key``,
-``wrong_type``, ``invented_value`` and ``invented_number``.  Invented values are of the
-argument's kind (:data:`toolguard_evals.dialogues.records.ValueKind`: username, password,
-secret, identifier, code, email, url, address/path, formula, keyword, person, location, date,
-time, title, phone, free-text fact) and occur nowhere in the conversation or the tool docs:
-neither the value, nor its letters-and-digits form, nor any of its distinctive tokens (>= 3
-characters) as part of another text (:func:`absent`); dates and times are also not said in
-words ("March 6", "this Friday", "2 pm").  Free text gets an invented fact appended; the
-fact is what must be absent.  Every random choice comes from ``random.Random`` seeded with
-``f"{seed}:{record}:{perturbation}"``, so a record's cases do not depend on the limits.
+- ``dialogues:<domain>``: every gold call of the dialogue corpus
+  (:mod:`toolguard_evals.dialogues`) with the real conversation before it
+  (:func:`dialogue_cases`);
+- ``toolbench``: RelyToolBench Original queries with a gold call derived from the query
+  (:func:`derive_toolbench_call`), single step;
+- ``critictool``: requests written here for every API of CRITICTOOL's tool docs
+  (``../shared/data/critictool/api_descrip.json``), single step.
 """
 
 from __future__ import annotations
@@ -40,38 +20,38 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import string
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from random import Random
 from typing import Any, Final, Literal, get_args
 
-from jsonschema import Draft202012Validator
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    ToolCall,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall
 from pydantic import BaseModel, Field
 
 from toolguard.specs import ToolSpec
 from toolguard_evals.datadir import data_root, dataset_dir
 from toolguard_evals.detector_suite import (
     PERTURBATION_LABELS,
+    PERTURBERS,
+    SUITE_B_SAMPLING,
     Case,
+    Grounding,
     Perturbation,
-    fabricate_name,
-    number_words,
-    rename_key,
-    tools_key,
-    wrong_type_value,
+    Perturbed,
+    Target,
+    invented_value,
+    value_slots,
 )
+from toolguard_evals.detector_suite._schema import (
+    doc_props,
+    required_keys,
+    schema_errors,
+    schema_type,
+)
+from toolguard_evals.detector_suite.perturb import RARE_KINDS
 from toolguard_evals.dialogues.corpus import DEFAULT_PER_DOMAIN, build_corpus, domain
-from toolguard_evals.dialogues.framework import numbers_in
 from toolguard_evals.dialogues.messages import to_messages
 from toolguard_evals.dialogues.records import Corpus, Dialogue, ValueKind
 
@@ -85,621 +65,26 @@ CRITICTOOL_PER_API: Final = 4
 INVENTED_PER_DIALOGUE: Final = 2
 NEXT_CALLS_PER_DIALOGUE: Final = 2
 
-# ============================================================================ invention pools
-# Written for suite B; disjoint from the corpus pools so an invented value is rarely close
-# to a real one (the absence check below is what guarantees it).
-_FIRST: Final = ("Ottilie", "Barnaby", "Seraphine", "Caspian", "Marisela", "Thaddeus", "Linnea",
-                 "Evander", "Rosamund", "Ignatz", "Briony", "Lucian", "Henrietta", "Alaric",
-                 "Perpetua", "Wystan")
-_LAST: Final = ("Brackwater", "Thistlewood", "Quennell", "Ashcombe", "Marchbank",
-                "Featherstone", "Kilbride", "Osgood", "Pendleton", "Ravenscroft", "Strathmore",
-                "Winterbourne")
-_CITIES: Final = ("Innsbruck", "Tartu", "Groningen", "Bergen", "Lugano", "Aberdeen",
-                  "Ljubljana", "Salzburg", "Trondheim", "Antwerp", "Ghent", "Bologna", "Nantes",
-                  "Lausanne", "Brno", "Kaunas")
-_WORDS: Final = ("sorrel", "tarn", "brindle", "heron", "fennel", "ochre", "slate", "lark",
-                 "moss", "cinder", "gorse", "pewter", "quince", "rowan", "sable", "teal")
-_DOMAINS: Final = ("fernpost.example", "quaymail.example", "larkbox.example",
-                   "ridgewire.example")
-_HOSTS: Final = ("cdn.harrowgate.example", "files.wendover.example", "media.tollgate.example",
-                 "docs.brightmoor.example")
-_PATH_WORDS: Final = ("brochure", "catalogue", "minutes", "timetable", "handbook",
-                      "prospectus", "ledger", "inventory")
-_KEYWORDS: Final = ("ceramic teapot", "folding ladder", "garden hose", "wool blanket",
-                    "paper shredder", "camping stove", "standing desk", "bird feeder",
-                    "ice skates", "sewing kit", "tidal energy", "glacier retreat",
-                    "medieval trade routes", "sourdough fermentation")
-_TITLES: Final = ("Harbour lights retrospective", "Procurement sync", "Winter fair planning",
-                  "Archive migration", "Vendor scorecard review", "Lantern project kickoff",
-                  "Quayside lease renewal", "Orchard survey results")
-_SOFTWARE: Final = ("Scribus", "Darktable", "Shotcut", "Calibre", "FreeCAD", "Inkdrop")
-_STREETS: Final = ("Gorse Hill Road", "Pewter Lane", "Quince Row", "Rowan Crescent",
-                   "Sable Street")
-_TOWNS: Final = (("Wendover Marsh", "WM5 4TZ"), ("Harrowgate", "HG8 2QJ"),
-                 ("Tollbridge", "TB1 7XK"))
-_CURRENCIES: Final = ("HUF", "CZK", "RON", "ISK", "BGN", "TRY", "ZAR", "MXN", "SGD", "NZD")
-_CHINESE: Final = ("日本", "法国", "韩国", "英国", "动作", "爱情", "科幻", "动画", "霸王别姬",
-                   "让子弹飞", "无间道", "活着", "杭州西湖", "成都宽窄巷子", "南京夫子庙")
-_STRUCTURAL: Final = frozenset({
-    "http", "https", "www", "com", "org", "net", "example", "pdf", "docx", "xlsx", "pptx",
-    "jpg", "png", "zip", "txt", "csv", "json", "html", "the", "and",
-})
-_MONTHS: Final = ("january", "february", "march", "april", "may", "june", "july", "august",
-                  "september", "october", "november", "december")
-_WEEKDAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-                    "sunday")
-_TOKEN = re.compile(r"[a-z0-9]+")
-_CJK = re.compile(r"[\u3400-\u9fff]")
-
-
-# ============================================================================ absence
-@dataclass(frozen=True, slots=True)
-class Grounding:
-    """Everything an invented value must be absent from (conversation + tool docs).
-
-    Attributes:
-        text: Casefolded text.
-        compact: ``text`` with letters and digits only.
-        numbers: Numbers written with digits in the text.
-        today: The conversation's date, if it has one ("Today is ...").
-    """
-
-    text: str
-    compact: str
-    numbers: frozenset[float]
-    today: dt.date | None = None
-
-    @classmethod
-    def of(cls, texts: Iterable[str], today: dt.date | None = None) -> Grounding:
-        joined = "\n".join(texts)
-        folded = joined.casefold()
-        return cls(folded, "".join(ch for ch in folded if ch.isalnum()),
-                   frozenset(numbers_in(joined)), today)
-
-
-def _tokens(value: str) -> list[str]:
-    return _TOKEN.findall(value.casefold())
-
-
-def absent(value: str, g: Grounding, *, keep: Iterable[str] = ()) -> bool:
-    """Whether ``value`` occurs nowhere in ``g``, not even in part.
-
-    The value (casefolded), its letters-and-digits form (>= 3 characters) and each of its
-    tokens of >= 3 letters/digits must not be substrings of the text.  Tokens in
-    :data:`_STRUCTURAL` (``https``, ``com``, ``pdf``...) and in ``keep`` (format parts kept
-    on purpose, e.g. the ``ACC`` of ``ACC-51234``) are not checked on their own.  CJK text:
-    no two consecutive characters of the value may occur in the text.
-    """
-    v = value.casefold().strip()
-    if not v or v in g.text:
-        return False
-    compact = "".join(ch for ch in v if ch.isalnum())
-    if len(compact) >= 3 and compact in g.compact:
-        return False
-    kept = {k.casefold() for k in keep}
-    for tok in _tokens(v):
-        if len(tok) >= 3 and tok not in _STRUCTURAL and tok not in kept and tok in g.text:
-            return False
-    cjk = "".join(_CJK.findall(v))
-    return not any(cjk[i:i + 2] in g.text for i in range(len(cjk) - 1))
-
-
-def _date_said(day: dt.date, g: Grounding) -> bool:
-    """Whether ``day`` is named in the text (ISO, month-day in words, relative)."""
-    month = _MONTHS[day.month - 1]
-    forms = [day.isoformat(), f"{month} {day.day}", f"{day.day} {month}",
-             f"{day.day}th of {month}", f"{day.day}rd of {month}", f"{day.day}nd of {month}",
-             f"{day.day}st of {month}"]
-    if any(re.search(rf"(?<![\w]){re.escape(f)}(?![\w])", g.text) for f in forms):
-        return True
-    if g.today is not None:
-        delta = (day - g.today).days
-        if (delta == 0 and "today" in g.text) or (delta == 1 and "tomorrow" in g.text):
-            return True
-        if 0 <= delta <= 7 and _WEEKDAYS[day.weekday()] in g.text:
-            return True
-    return False
-
-
-def _time_said(hh: int, mm: int, g: Grounding) -> bool:
-    h12, ampm = (hh % 12 or 12), ("am" if hh < 12 else "pm")
-    forms = [f"{hh:02d}:{mm:02d}", f"{hh}:{mm:02d}", f"{h12}:{mm:02d}"]
-    if mm == 0:
-        forms += [f"{h12} {ampm}", f"{h12}{ampm}"]
-    if mm == 30:
-        forms += [f"{h12}.30{ampm}", f"half past {number_words(h12)}"]
-    return any(re.search(rf"(?<![\w:.]){re.escape(f)}(?![\w:])", g.text) for f in forms)
-
-
-# ============================================================================ invention
-@dataclass(frozen=True, slots=True)
-class Invented:
-    """An invented value: the new argument value, the part that is new, how it was made."""
-
-    value: str
-    fact: str
-    strategy: str
-    keep: tuple[str, ...] = ()
-
-
-def _redraw(value: str, rng: Random) -> tuple[str, tuple[str, ...]]:
-    """Redraw every letter and digit of ``value``.
-
-    Separators and a leading alphabetic prefix (``ACC-``, ``sess_``, ``msg-``) are kept;
-    hexadecimal runs stay hexadecimal.
-    """
-    m = re.match(r"^([A-Za-z]{1,6})(?=[-_ .:/]|\d)", value)
-    prefix = m.group(1) if m else ""
-    out = [prefix]
-    rest = value[len(prefix):]
-    for run in re.findall(r"[A-Za-z0-9]+|[^A-Za-z0-9]+", rest):
-        if not run[0].isalnum():
-            out.append(run)
-            continue
-        hexrun = all(c in "0123456789abcdef" for c in run) and any(c.isalpha() for c in run)
-        for ch in run:
-            if hexrun:
-                out.append(rng.choice("0123456789abcdef"))
-            elif ch.isdigit():
-                out.append(rng.choice(string.digits))
-            elif ch.isupper():
-                out.append(rng.choice(string.ascii_uppercase))
-            else:
-                out.append(rng.choice(string.ascii_lowercase))
-    return "".join(out), ((prefix,) if prefix else ())
-
-
-def _person(gold: str, rng: Random) -> str:
-    n = len(gold.split())
-    if n <= 1:
-        return rng.choice(_FIRST)
-    return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
-
-
-def _username(gold: str, rng: Random) -> str:
-    sep = "." if "." in gold else "_" if "_" in gold else ""
-    head = rng.choice(_FIRST).lower() if rng.random() < 0.5 else rng.choice(_WORDS)
-    tail = rng.choice(_LAST).lower() if sep else rng.choice(_WORDS)
-    digits = str(rng.randrange(10, 99)) if any(c.isdigit() for c in gold) else ""
-    return f"{head}{sep}{tail}{digits}"
-
-
-def _password(gold: str, rng: Random) -> tuple[str, tuple[str, ...]]:
-    if gold.isdigit():
-        return "".join(rng.choice(string.digits) for _ in gold), ()
-    if "-" in gold:
-        a, b = rng.sample(_WORDS, 2)
-        return f"{a.capitalize()}-{b.capitalize()}-{rng.randrange(10, 99)}", ()
-    return _redraw(gold, rng)
-
-
-def _path(gold: str, rng: Random) -> str:
-    ext = re.search(r"\.[A-Za-z0-9]{2,4}$", gold)
-    parts = [rng.choice(_PATH_WORDS).capitalize(), rng.choice(_WORDS)]
-    path = "/" + "/".join(parts)
-    return path + (f"/{rng.choice(_PATH_WORDS)}{ext.group(0)}" if ext else "")
-
-
-def _title(key: str, gold: str, rng: Random) -> str:
-    ext = re.search(r"\.[A-Za-z0-9]{2,4}$", gold)
-    if _CJK.search(gold):
-        return rng.choice(_CHINESE)
-    if "software" in key or (len(gold.split()) == 1 and gold[:1].isupper() and not ext):
-        return rng.choice(_SOFTWARE)
-    title = rng.choice(_TITLES)
-    return f"{title}{ext.group(0)}" if ext else title
-
-
-def _url(gold: str, rng: Random) -> str:
-    if "://" not in gold and "/" not in gold:  # a bare domain
-        return rng.choice(_DOMAINS)
-    ext = re.search(r"\.[A-Za-z0-9]{2,4}$", gold)
-    tail = f"{rng.choice(_PATH_WORDS)}-{rng.randrange(2019, 2031)}{ext.group(0) if ext else ''}"
-    return f"https://{rng.choice(_HOSTS)}/{rng.choice(_WORDS)}/{tail}"
-
-
-def _fact(rng: Random) -> tuple[str, str]:
-    kind = rng.randrange(4)
-    if kind == 0:
-        p = f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
-        return f"Please also loop in {p}.", p
-    if kind == 1:
-        ref = f"REF-{rng.randrange(10000, 99999)}"
-        return f"The reference number is {ref}.", ref
-    if kind == 2:
-        town, _ = rng.choice(_TOWNS)
-        addr = f"{rng.randrange(2, 99)} {rng.choice(_STREETS)}, {town}"
-        return f"We will meet at {addr}.", addr
-    p = rng.choice(_LAST)
-    return f"Mr {p} has already approved it.", p
-
-
-def invent_value(kind: ValueKind, key: str, gold: str, g: Grounding,
-                 rng: Random) -> Invented | None:
-    """Invent a value of ``kind`` for ``key`` (gold ``gold``) that is :func:`absent` from ``g``.
-
-    Returns:
-        The invented value, or ``None`` if 40 tries found nothing absent.
-    """
-    for _ in range(40):
-        keep: tuple[str, ...] = ()
-        fact: str | None = None
-        strategy = kind
-        if kind == "person":
-            new = _person(gold, rng)
-        elif kind == "username":
-            new = _username(gold, rng)
-        elif kind == "password":
-            new, keep = _password(gold, rng)
-        elif kind in ("identifier", "secret", "phone"):
-            new, keep = _redraw(gold, rng)
-        elif kind == "code":
-            if re.fullmatch(r"[A-Z]{3}", gold) and "currenc" in key.casefold():
-                new = rng.choice(_CURRENCIES)
-            else:
-                new, keep = _redraw(gold, rng)
-        elif kind == "email":
-            new = f"{rng.choice(_FIRST).lower()}.{rng.choice(_LAST).lower()}@{rng.choice(_DOMAINS)}"
-        elif kind == "url":
-            new = _url(gold, rng)
-        elif kind == "address":
-            if gold.startswith("/") or "\\" in gold:
-                new = _path(gold, rng)
-            else:
-                town, pc = rng.choice(_TOWNS)
-                new = f"{rng.randrange(2, 180)} {rng.choice(_STREETS)}, {town} {pc}"
-        elif kind == "formula":
-            fn = rng.choice(("MEDIAN", "STDEV", "COUNTA", "PRODUCT", "VAR"))
-            col = rng.choice("FGHJKLMN")
-            a = rng.randrange(3, 9)
-            new = f"={fn}({col}{a}:{col}{a + rng.randrange(12, 60)})"
-        elif kind == "keyword":
-            new = rng.choice(_CHINESE) if _CJK.search(gold) else rng.choice(_KEYWORDS)
-        elif kind == "location":
-            if _CJK.search(gold):
-                new = rng.choice(_CHINESE)
-            elif re.fullmatch(r"-?\d+\.\d+,\s*-?\d+\.\d+", gold):
-                new, keep = _redraw(gold, rng)
-            else:
-                new = rng.choice(_CITIES)
-                if "," in gold:
-                    new = f"{new}, {rng.choice(('Austria', 'Estonia', 'Norway', 'Slovenia'))}"
-        elif kind == "title":
-            new = _title(key, gold, rng)
-        elif kind == "free_text":
-            sentence, fact = _fact(rng)
-            new = f"{gold.rstrip()} {sentence}"
-        elif kind == "date":
-            try:
-                base = dt.date.fromisoformat(gold[:10])
-            except ValueError:
-                return None
-            day = base + dt.timedelta(days=rng.choice((-1, 1)) * rng.randint(3, 200))
-            if _date_said(day, g):
-                continue
-            new = day.isoformat() + gold[10:]
-        elif kind == "time":
-            m = re.fullmatch(r"(\d{1,2}):(\d{2})", gold)
-            if m is None:
-                return None
-            hh, mm = rng.randrange(6, 23), rng.choice((0, 10, 20, 40, 50))
-            if _time_said(hh, mm, g) or (hh, mm) == (int(m.group(1)), int(m.group(2))):
-                continue
-            new = f"{hh:02d}:{mm:02d}"
-        else:
-            return None
-        fact = new if fact is None else fact
-        if fact.casefold() != gold.casefold() and absent(fact, g, keep=keep):
-            return Invented(new, fact, strategy, keep)
-    return None
-
-
-def invent_number(value: int | float, schema: Mapping[str, Any], g: Grounding,
-                  rng: Random) -> int | float | None:
-    """Another number of the same type, within the schema's bounds, that the text never states.
-
-    Neither with digits nor, for integers below 100, in words.
-    """
-    lo, hi = schema.get("minimum"), schema.get("maximum")
-    if isinstance(value, int):
-        cands: list[int | float] = [value + d for d in (1, 2, 3, 5, 7, 11, 13, 25, 100)]
-        cands += [value - d for d in (1, 2, 3, 5, 7)] + [value * 2, value * 3]
-    else:
-        decimals = len(repr(value).partition(".")[2]) or 1
-        cands = [round(value + k * 10.0 ** -decimals, decimals) for k in (3, 7, 11, -3, -7)]
-        cands += [round(value * f, decimals) for f in (1.5, 0.5, 1.25)]
-    rng.shuffle(cands)
-    for c in cands:
-        if c == value or c == schema.get("default") or (value >= 0 > c):
-            continue
-        if (lo is not None and c < lo) or (hi is not None and c > hi):
-            continue
-        if float(c) in g.numbers:
-            continue
-        if float(c).is_integer() and 0 <= c < 100 and re.search(
-                rf"\b{re.escape(number_words(int(c)))}\b", g.text):
-            continue
-        return c
-    return None
-
 
 # ============================================================================ targets
-@dataclass(slots=True)
-class Target:
-    """One gold call to build cases from, with what the perturbations need.
-
-    Attributes:
-        record: Record id (case ids are ``{record}:{perturbation}``).
-        category: ``dialogues:<domain>``, ``toolbench`` or ``critictool``.
-        history: Messages before the call.
-        tools: Function docs ``{name, description, parameters}`` of the tool list.
-        name: Gold tool.
-        args: Gold arguments.
-        call_id: Id of the call.
-        kinds: Tool -> parameter -> value kind (``None``: a setting, not a user fact).
-        avoid: Tools whose purpose fits the step (never used as ``irrelevant_tool``).
-        pool: ``(kind, value)`` pairs stated in the conversation, for the arguments of an
-            ``irrelevant_tool`` call.
-        grounding: What invented values must be absent from.
-        seed: Suite seed.
-        meta: Metadata put on every case of the target.
-    """
-
-    record: str
-    category: str
-    history: list[BaseMessage]
-    tools: list[dict[str, Any]]
-    name: str
-    args: dict[str, Any]
-    call_id: str
-    kinds: Mapping[str, Mapping[str, ValueKind | None]]
-    avoid: frozenset[str]
-    pool: list[tuple[ValueKind | None, Any]]
-    grounding: Grounding
-    seed: int
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def rng(self, what: str) -> Random:
-        return Random(f"{self.seed}:{self.record}:{what}")
-
-    def doc(self, name: str) -> dict[str, Any]:
-        return next(d for d in self.tools if d["name"] == name)
-
-    def case(self, p: Perturbation, name: str, args: Mapping[str, Any], *, target: bool = True,
-             record: str | None = None, **meta: Any) -> Case:
-        msg = AIMessage(content="", tool_calls=[ToolCall(name=name, args=dict(args),
-                                                          id=self.call_id, type="tool_call")])
-        return Case(id=f"{record or self.record}:{p}", category=self.category, perturbation=p,
-                    label=PERTURBATION_LABELS[p], messages=[*self.history, msg],
-                    tools=self.tools, tools_key=tools_key(self.tools),
-                    target=0 if target else None,
-                    metadata={**self.meta, "gold_tool": self.name, **meta})
+def _target(record: str, category: str, history: list[BaseMessage],
+            tools: list[dict[str, Any]], name: str, args: Mapping[str, Any], call_id: str, *,
+            kinds: Mapping[str, Mapping[str, ValueKind | None]], avoid: frozenset[str],
+            pool: list[tuple[ValueKind | None, Any]], today: dt.date | None, seed: int,
+            meta: dict[str, Any]) -> Target:
+    """A suite-B target: one gold call with declared kinds, drawn one stream per perturbation."""
+    return Target(id=record, category=category, history=history, tools=tools,
+                  calls=[(name, dict(args))], seed=seed, sampling=SUITE_B_SAMPLING,
+                  call_ids=[call_id], kinds=kinds, avoid=avoid, pool=pool,
+                  grounding=_grounding_of(history, tools, today), meta=meta)
 
 
-def _props(doc: Mapping[str, Any]) -> dict[str, Any]:
-    return dict((doc.get("parameters") or {}).get("properties") or {})
-
-
-def _required(doc: Mapping[str, Any]) -> list[str]:
-    return list((doc.get("parameters") or {}).get("required") or [])
-
-
-def schema_errors(doc: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
-    """Schema violations of ``args`` plus unknown keys (as :func:`detector_suite.gold_problems`)."""
-    params = ToolSpec.from_bfcl(doc).parameters
-    errors = [e.message for e in Draft202012Validator(params).iter_errors(dict(args))]
-    props = _props(doc)
-    return errors + [f"unknown parameter {k!r}" for k in args if props and k not in props]
-
-
-def _json_type(schema: Any) -> str | None:
-    t = schema.get("type") if isinstance(schema, Mapping) else None
-    return t if isinstance(t, str) else None
-
-
-def _fits(value: Any, jt: str | None) -> bool:
-    if jt == "string":
-        return isinstance(value, str)
-    if jt == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if jt == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if jt == "boolean":
-        return isinstance(value, bool)
-    if jt == "array":
-        return isinstance(value, list)
-    return False
-
-
-# ---------------------------------------------------------------------------- perturbers
-def _fabricated(t: Target) -> Case:
-    rng = t.rng("fabricated")
-    new, strategy = fabricate_name(t.name, [d["name"] for d in t.tools], rng)
-    return t.case("fabricated", new, t.args, tool=new, strategy=strategy)
-
-
-def _irrelevant(t: Target) -> Case | None:
-    rng = t.rng("irrelevant_tool")
-    others = sorted(d["name"] for d in t.tools if d["name"] not in t.avoid
-                    and d["name"] != t.name)
-    rng.shuffle(others)
-    # tools that take arguments first: a call with grounded arguments is the harder case
-    others.sort(key=lambda n: not _required(t.doc(n)))
-    earlier = {(tc["name"], json.dumps(tc["args"], sort_keys=True))
-               for m in t.history if isinstance(m, AIMessage) for tc in m.tool_calls}
-    for other in others:
-        doc = t.doc(other)
-        args = _irrelevant_args(t, doc, rng)
-        # never an exact repeat of an earlier call (that would also be a timing case)
-        if args is not None and not schema_errors(doc, args) and (
-                other, json.dumps(args, sort_keys=True)) not in earlier:
-            return t.case("irrelevant_tool", other, args, tool=other, keys=sorted(args))
-    return None
-
-
-def _irrelevant_args(t: Target, doc: Mapping[str, Any], rng: Random) -> dict[str, Any] | None:
-    """Grounded arguments for the required parameters of ``doc`` (``None`` if impossible)."""
-    props = _props(doc)
-    kinds = t.kinds.get(doc["name"], {})
-    out: dict[str, Any] = {}
-    for key in _required(doc):
-        sub = props.get(key)
-        if not isinstance(sub, Mapping):
-            return None
-        jt = _json_type(sub)
-        if key in t.args and _fits(t.args[key], jt) and (
-                "enum" not in sub or t.args[key] in sub["enum"]):
-            out[key] = t.args[key]
-            continue
-        if isinstance(sub.get("enum"), list) and sub["enum"]:
-            out[key] = rng.choice(sub["enum"])
-            continue
-        if "default" in sub and _fits(sub["default"], jt):
-            out[key] = sub["default"]
-            continue
-        if jt == "boolean":
-            out[key] = True
-            continue
-        kind = kinds.get(key)
-        item_jt = _json_type(sub.get("items")) if jt == "array" else jt
-        same = [v for k, v in t.pool if k == kind and kind is not None and _fits(v, item_jt)]
-        if not same and item_jt in ("integer", "number"):
-            same = [v for k, v in t.pool if _fits(v, item_jt) and not isinstance(v, bool)
-                    and (sub.get("minimum") is None or v >= sub["minimum"])
-                    and (sub.get("maximum") is None or v <= sub["maximum"])]
-        if not same and "example_value" in sub and _fits(sub["example_value"], item_jt):
-            same = [sub["example_value"]]  # grounded in the tool's own doc (rule 2)
-        if not same:
-            return None
-        value = rng.choice(same)
-        out[key] = [value] if jt == "array" else value
-    return out
-
-
-def _drop_required(t: Target) -> Case | None:
-    doc = t.doc(t.name)
-    keys = [k for k in _required(doc) if k in t.args]
-    if not keys:
-        return None
-    key = t.rng("drop_required").choice(keys)
-    return t.case("drop_required", t.name, {k: v for k, v in t.args.items() if k != key},
-                  key=key)
-
-
-def _rename_key(t: Target) -> Case | None:
-    if not t.args:
-        return None
-    rng = t.rng("rename_key")
-    key = rng.choice(sorted(t.args))
-    doc = t.doc(t.name)
-    new_key, strategy = rename_key(key, set(_props(doc)) | set(t.args), rng)
-    args = {(new_key if k == key else k): v for k, v in t.args.items()}
-    return t.case("rename_key", t.name, args, key=key, new_key=new_key, strategy=strategy,
-                  required=key in _required(doc))
-
-
-def _wrong_type(t: Target) -> Case | None:
-    rng = t.rng("wrong_type")
-    doc = t.doc(t.name)
-    props = _props(doc)
-    keys = sorted(k for k, v in t.args.items() if _fits(v, _json_type(props.get(k))))
-    rng.shuffle(keys)
-    for key in keys:
-        jt = _json_type(props[key])
-        assert jt is not None
-        new = wrong_type_value(t.args[key], jt, rng)
-        args = {**t.args, key: new}
-        params = ToolSpec.from_bfcl(doc).parameters
-        if any(e.validator == "type" for e in Draft202012Validator(params).iter_errors(args)):
-            return t.case("wrong_type", t.name, args, key=key, expected=jt, old=t.args[key],
-                          new=new)
-    return None
-
-
-def value_slots(t: Target) -> list[tuple[str, int | None, ValueKind]]:
-    """``(key, list index or None, kind)`` of the string values ``invented_value`` may change."""
-    props = _props(t.doc(t.name))
-    kinds = t.kinds.get(t.name, {})
-    out: list[tuple[str, int | None, ValueKind]] = []
-    for key, value in t.args.items():
-        kind = kinds.get(key)
-        sub = props.get(key) or {}
-        if kind is None or kind in ("number", "amount") or "enum" in sub:
-            continue
-        if isinstance(value, str) and value.strip():
-            out.append((key, None, kind))
-        elif isinstance(value, list) and value and isinstance(value[0], str) and not (
-                isinstance(sub.get("items"), Mapping) and "enum" in sub["items"]):
-            out.append((key, 0, kind))
-    return out
-
-
-_COMMON_KINDS: Final = frozenset({"identifier", "keyword", "secret"})
-_RARE_KINDS: Final = frozenset({"username", "password", "url", "formula", "email", "address",
-                                "phone"})
-
-
-def _invented_value(t: Target, *, avoid_kinds: Iterable[str] = (),
-                    only_kinds: Iterable[str] | None = None) -> Case | None:
-    rng = t.rng("invented_value")
-    slots = value_slots(t)
-    if only_kinds is not None:
-        wanted = set(only_kinds)
-        slots = [s for s in slots if s[2] in wanted]
-    skip = set(avoid_kinds)
-    by_kind: dict[str, list[tuple[str, int | None, ValueKind]]] = defaultdict(list)
-    for s in slots:
-        by_kind[s[2]].append(s)
-    # rarer kinds first, so the suite covers credentials, URLs, formulas, ... and not
-    # mostly ids: ``_COMMON_KINDS`` go last
-    order = sorted(by_kind, key=lambda k: (k in skip, k in _COMMON_KINDS, rng.random()))
-    for kind in order:
-        for key, idx, vk in by_kind[kind]:
-            gold = t.args[key] if idx is None else t.args[key][idx]
-            made = invent_value(vk, key, str(gold), t.grounding, rng)
-            if made is None:
-                continue
-            value: Any = made.value
-            if idx is not None:
-                value = [made.value, *t.args[key][1:]]
-            args = {**t.args, key: value}
-            if schema_errors(t.doc(t.name), args):
-                continue
-            path = key if idx is None else f"{key}[{idx}]"
-            return t.case("invented_value", t.name, args, key=path, kind=vk, old=gold,
-                          new=made.value, invented=made.fact, keep=list(made.keep))
-    return None
-
-
-def _invented_number(t: Target) -> Case | None:
-    rng = t.rng("invented_number")
-    props = _props(t.doc(t.name))
-    kinds = t.kinds.get(t.name, {})
-    keys = sorted(k for k, v in t.args.items()
-                  if isinstance(v, int | float) and not isinstance(v, bool)
-                  and kinds.get(k) is not None and "enum" not in (props.get(k) or {}))
-    rng.shuffle(keys)
-    for key in keys:
-        new = invent_number(t.args[key], props.get(key) or {}, t.grounding, rng)
-        if new is None:
-            continue
-        args = {**t.args, key: new}
-        if schema_errors(t.doc(t.name), args):
-            continue
-        return t.case("invented_number", t.name, args, key=key, kind=kinds.get(key),
-                      old=t.args[key], new=new)
-    return None
-
-
-_PERTURBERS: Final[dict[Perturbation, Callable[[Target], Case | None]]] = {
-    "fabricated": _fabricated,
-    "irrelevant_tool": _irrelevant,
-    "drop_required": _drop_required,
-    "rename_key": _rename_key,
-    "wrong_type": _wrong_type,
-    "invented_value": _invented_value,
-    "invented_number": _invented_number,
-}
+def _case(t: Target, p: Perturbation, made: Perturbed | None = None) -> Case:
+    """The case of ``made`` (``None``: the gold call itself), with the gold tool in metadata."""
+    gold = t.calls[0][0]
+    if made is None:
+        return t.case(p, t.calls, None, {"gold_tool": gold})
+    return t.case(p, made.calls, made.target, {"gold_tool": gold, **made.metadata})
 
 
 # ============================================================================ dialogues
@@ -734,27 +119,33 @@ def dialogue_targets(d: Dialogue, corpus: Corpus, *, seed: int = 0) -> list[Targ
         for key, v in step.args.items():
             for item in v if isinstance(v, list) else [v]:
                 pool.append((kinds[step.name].get(key), item))
-        out.append(Target(
-            record=f"{d.id}@{k}", category=f"dialogues:{d.domain}", history=history,
-            tools=tools, name=step.name, args=dict(step.args), call_id=step.call_id,
-            kinds=kinds, avoid=avoid, pool=list(pool),
-            grounding=_grounding_of(history, tools, today), seed=seed,
+        out.append(_target(
+            f"{d.id}@{k}", f"dialogues:{d.domain}", history, tools, step.name, step.args,
+            step.call_id, kinds=kinds, avoid=avoid, pool=list(pool), today=today, seed=seed,
             meta={"source": "dialogues", "dialogue": d.id, "step": k, "turn": ti,
                   "turn_kind": d.turns[ti].kind}))
     return out
 
 
 def dialogue_cases(d: Dialogue, corpus: Corpus, *, seed: int = 0) -> list[Case]:
-    """The cases of one dialogue (see module docstring)."""
+    """The cases of one dialogue.
+
+    ``gold`` is the dialogue's first call, ``next_call`` later calls (up to
+    :data:`NEXT_CALLS_PER_DIALOGUE`), each single-step perturbation once (``invented_value``
+    :data:`INVENTED_PER_DIALOGUE` times, of different kinds, plus one per rare kind the
+    picks missed) at a step drawn from ``Random(f"{seed}:{id}:plan")``, and ``repeat``
+    re-issues a successful call right after its result (or after read-only calls only); its
+    metadata say whether running it again changes the backend state (``effect``:
+    ``harmful`` / ``harmless``) and whether it succeeds.
+    """
     targets = dialogue_targets(d, corpus, seed=seed)
     if not targets:
         return []
     rng = Random(f"{seed}:{d.id}:plan")
-    out = [targets[0].case("gold", targets[0].name, targets[0].args, target=False)]
+    out = [_case(targets[0], "gold")]
     later = list(range(1, len(targets)))
     for k in sorted(rng.sample(later, min(NEXT_CALLS_PER_DIALOGUE, len(later)))):
-        t = targets[k]
-        out.append(t.case("next_call", t.name, t.args, target=False))
+        out.append(_case(targets[k], "next_call"))
     used: set[tuple[str, Perturbation]] = set()
     for p in SINGLE_STEP:
         order = list(range(len(targets)))
@@ -765,25 +156,25 @@ def dialogue_cases(d: Dialogue, corpus: Corpus, *, seed: int = 0) -> list[Case]:
             if wanted == 0:
                 break
             if p == "invented_value":
-                made = _invented_value(targets[k], avoid_kinds=kinds_done)
+                made = invented_value(targets[k], avoid_kinds=kinds_done)
                 if made is not None:
                     kinds_done.append(str(made.metadata["kind"]))
             else:
-                made = _PERTURBERS[p](targets[k])
+                made = PERTURBERS[p](targets[k])
             if made is not None:
-                out.append(made)
-                used.add((targets[k].record, p))
+                out.append(_case(targets[k], p, made))
+                used.add((targets[k].id, p))
                 wanted -= 1
     # rarer kinds the dialogue has but the two picks missed get one case each
     for k in order:
-        if (targets[k].record, "invented_value") in used:
+        if (targets[k].id, "invented_value") in used:
             continue
-        rare = {kind for _, _, kind in value_slots(targets[k])} & _RARE_KINDS
+        rare = {kind for _, _, kind in value_slots(targets[k])} & RARE_KINDS
         if rare - set(kinds_done):
-            made = _invented_value(targets[k], only_kinds=rare - set(kinds_done))
+            made = invented_value(targets[k], only_kinds=rare - set(kinds_done))
             if made is not None:
-                out.append(made)
-                used.add((targets[k].record, "invented_value"))
+                out.append(_case(targets[k], "invented_value", made))
+                used.add((targets[k].id, "invented_value"))
                 kinds_done.append(str(made.metadata["kind"]))
     repeat = _repeat_case(d, corpus, targets, rng)
     if repeat is not None:
@@ -812,7 +203,7 @@ def _repeat_case(d: Dialogue, corpus: Corpus, targets: Sequence[Target],
                                                       type="tool_call")])
     return Case(id=f"{d.id}@{j}:repeat", category=t.category, perturbation="repeat",
                 label="timing", messages=[*history, msg], tools=t.tools,
-                tools_key=tools_key(t.tools), target=0,
+                tools_key=t.tools_key, target=0,
                 metadata={**t.meta, "gold_tool": step.name, "repeated_call": step.call_id,
                           "gap": after, "tool_effect": dom.tool(step.name).effect, **effect})
 
@@ -873,7 +264,12 @@ def derive_toolbench_call(query: str, api: Mapping[str, Any],
                           spec: ToolSpec) -> tuple[dict[str, Any], dict[str, str]] | str:
     """Gold arguments of ``api`` for ``query`` with the source of each, or why not.
 
-    See the module docstring for the rules; every required parameter must be filled.
+    Every required parameter must be filled confidently from the query: the API's example
+    value occurs in the query as a whole word (>= 3 characters, or >= 2 digits), a URL /
+    email parameter with exactly one URL / email in the query, or the single remaining
+    string parameter with exactly one unused quoted string (id-like parameters only take
+    quoted values with a digit).  Other records are skipped and counted
+    (:attr:`SuiteB.skipped`).
     """
     values: dict[str, str] = {}
     how: dict[str, str] = {}
@@ -895,7 +291,7 @@ def derive_toolbench_call(query: str, api: Mapping[str, Any],
     if len(unfilled) == 1:
         pname = unfilled[0]
         unused = [q for q in _QUOTE_RE.findall(query) if q not in values.values()]
-        if (len(unused) == 1 and _json_type(spec.properties[pname]) == "string"
+        if (len(unused) == 1 and schema_type(spec.properties[pname]) == "string"
                 and (not _ID_KEY.search(pname) or re.search(r"\d", unused[0]))):
             values[pname], how[pname] = unused[0], "the query's quoted value"
     missing = [n for n, _ in required if n not in values]
@@ -903,7 +299,7 @@ def derive_toolbench_call(query: str, api: Mapping[str, Any],
         return f"no confident value for required parameter {missing[0]!r}"
     args: dict[str, Any] = {}
     for pname, value in values.items():
-        jt = _json_type(spec.properties[pname])
+        jt = schema_type(spec.properties[pname])
         try:
             args[pname] = _typed(value, jt)
         except ValueError:
@@ -999,11 +395,9 @@ def toolbench_targets(data_dir: str | Path | None = None, *, seed: int = 0,
         history: list[BaseMessage] = [HumanMessage(c.query)]
         pool: list[tuple[ValueKind | None, Any]] = [(kinds[spec.name].get(k), v)
                                                     for k, v in args.items()]
-        targets.append(Target(
-            record=f"toolbench:{c.id}", category="toolbench", history=history, tools=tools,
-            name=spec.name, args=args, call_id="call_0", kinds=kinds,
-            avoid=frozenset(avoid), pool=pool,
-            grounding=_grounding_of(history, tools, None), seed=seed,
+        targets.append(_target(
+            f"toolbench:{c.id}", "toolbench", history, tools, spec.name, args, "call_0",
+            kinds=kinds, avoid=frozenset(avoid), pool=pool, today=None, seed=seed,
             meta={"source": "toolbench", "query_id": c.id, "derived_from": how,
                   "same_toolkit_only": not other_kit}))
     if limit is not None:
@@ -1270,7 +664,7 @@ def critictool_targets(path: str | Path | None = None, *, seed: int = 0,
     kits = critictool_docs(path)
     targets: list[Target] = []
     skipped: dict[str, str] = {}
-    all_kinds = {d["name"]: {k: _ct_kind(kit, k) for k in _props(d)}
+    all_kinds = {d["name"]: {k: _ct_kind(kit, k) for k in doc_props(d)}
                  for kit, docs in kits.items() for d in docs}
     for kit, docs in kits.items():
         for doc in docs:
@@ -1279,7 +673,7 @@ def critictool_targets(path: str | Path | None = None, *, seed: int = 0,
             if not templates:
                 skipped[api] = "no request written"
                 continue
-            n = CRITICTOOL_PER_API if _props(doc) else 2
+            n = CRITICTOOL_PER_API if doc_props(doc) else 2
             for k in range(n):
                 rng = Random(f"{seed}:critictool:{api}:{k}")
                 template = templates[k % len(templates)]
@@ -1292,7 +686,7 @@ def critictool_targets(path: str | Path | None = None, *, seed: int = 0,
                     args[f] = value
                     said[f] = (("unread emails" if value else "all emails")
                                if f == "only_unread" else str(value))
-                missing = [r for r in _required(doc) if r not in args]
+                missing = [r for r in required_keys(doc) if r not in args]
                 if missing:
                     skipped[f"{api}#{k}"] = f"template lacks {missing}"
                     continue
@@ -1303,12 +697,11 @@ def critictool_targets(path: str | Path | None = None, *, seed: int = 0,
                     skipped[f"{api}#{k}"] = "; ".join(schema_errors(doc, args))
                     continue
                 history: list[BaseMessage] = [HumanMessage(query)]
-                targets.append(Target(
-                    record=f"critictool:{api}#{k}", category="critictool", history=history,
-                    tools=tools, name=api, args=args, call_id="call_0", kinds=all_kinds,
-                    avoid=frozenset(d["name"] for d in docs),
-                    pool=[(all_kinds[api].get(f), v) for f, v in args.items()],
-                    grounding=_grounding_of(history, tools, None), seed=seed,
+                targets.append(_target(
+                    f"critictool:{api}#{k}", "critictool", history, tools, api, args, "call_0",
+                    kinds=all_kinds, avoid=frozenset(d["name"] for d in docs),
+                    pool=[(all_kinds[api].get(f), v) for f, v in args.items()], today=None,
+                    seed=seed,
                     meta={"source": "critictool", "api": api, "toolkits": [kit, *extra]}))
     if limit is not None:
         targets = _sample(targets, limit, f"{seed}:critictool")
@@ -1333,11 +726,11 @@ def _other_toolkits(kit: str, kits: Sequence[str], rng: Random, n: int = 2) -> l
 
 def single_step_cases(t: Target) -> list[Case]:
     """The gold case and one case per applicable single-step perturbation."""
-    out = [t.case("gold", t.name, t.args, target=False)]
+    out = [_case(t, "gold")]
     for p in SINGLE_STEP:
-        made = _PERTURBERS[p](t)
+        made = PERTURBERS[p](t)
         if made is not None:
-            out.append(made)
+            out.append(_case(t, p, made))
     return out
 
 
@@ -1505,11 +898,10 @@ def main(json_path: str | None = None, *, seed: int = 0, limit: int | None = Non
     return report
 
 
-__all__ = ["SOURCES", "Grounding", "Invented", "SuiteB", "Target", "absent", "build",
-           "build_suite_b", "critictool_docs", "critictool_targets", "derive_toolbench_call",
-           "dialogue_cases", "dialogue_targets", "guess_kind", "invent_number", "invent_value",
-           "main", "print_report", "run", "schema_errors", "single_step_cases",
-           "toolbench_param_name", "toolbench_targets", "value_slots"]
+__all__ = ["SOURCES", "SuiteB", "build", "build_suite_b", "critictool_docs", "critictool_targets",
+           "derive_toolbench_call", "dialogue_cases", "dialogue_targets", "guess_kind", "main",
+           "print_report", "run", "single_step_cases", "toolbench_param_name",
+           "toolbench_targets"]
 
 if __name__ == "__main__":  # pragma: no cover
     import argparse

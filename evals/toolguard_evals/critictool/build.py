@@ -1,53 +1,18 @@
 """A CRITICTOOL-style set built from BFCL v4 ``multi_turn_base`` ground truth.
 
-Every record is in the official format (:mod:`toolguard_evals.critictool.data`), so the same scorer
-and
-runner serve both.  Per episode, with ``rng = random.Random(f"{seed}:{episode_id}:{kind}")``:
+Records are in the official format (:mod:`toolguard_evals.critictool.data`), so the same
+scorer and runner serve both.  Gold calls are replayed in BFCL's executable environments,
+so every tool answer in a history is real; the tool list is CRITICTOOL's standardized
+format with the tools the gold uses plus distractors (up to ``max_tools``).
 
-- the gold calls are replayed in BFCL's own executable environments
-  (:class:`toolguard_evals.bfcl.BFCLEnvironment`), so every tool response in a history is real;
-- the tool list is CRITICTOOL's standardized format (``{name, description,
-  required_parameters: [{name, type, description}], optional_parameters}``, BFCL types; the
-  "This tool belongs to ..." prefix of BFCL descriptions dropped) with every tool the gold
-  calls use plus distractors of the involved classes, up to ``max_tools``, in doc order;
-- the history is the system prompt (``prompts/critictool_system.md``), then per turn the user
-  message(s) and, per gold call, an ``assistant`` message ``{"name", "args"}`` (JSON) and a
-  ``function`` message with the environment's answer.
-
-Internal records (one per kind, each at its own step ``k``, drawn among the steps where the
-kind applies):
-
-=============================  ===============================================================
-``error_type``                 the last assistant step (step ``k``) of the history
-=============================  ===============================================================
-``""``                         the gold call ``k`` and its real answer; ground truth: the next
-                               gold call of the turn, else ``FinishAction``
-``tool_select_error``          another listed tool (one whose required args the gold args can
-                               fill, if any; else one without required args; else any, with
-                               placeholder values)
-``tool_hallucination_error``   a tool name that no involved class has (``get_cd``, ``cd_tool``,
-                               ...), the gold args
-``parameters_key_error``       one gold arg renamed (``folder`` -> ``folder_name``) or a
-                               required one dropped
-``parameters_value_error``     one gold arg changed: a string -> another string of the
-                               episode's gold calls (else ``value_1``), a number + 1, a bool
-                               negated, a list shortened, a dict emptied
-=============================  ===============================================================
-
-For error records the answer to the wrong call comes from executing it on a copy of the
-environment as it was before step ``k`` (errors as BFCL's executor writes them, e.g.
-``"Error during execution: name 'get_cd' is not defined"``), and the ground truth is the
-gold call ``k``.
-
-External records: the history ends with the gold call ``k`` answered by an injected
-environment error (no execution): ``timeout``, ``rate_limit`` (HTTP 429 with Retry-After) or
-``permission`` (HTTP 403), drawn per episode; ``k`` is drawn among steps followed by another
-call of the same turn when there are any.  Ground truth ``[gold call k, next step]`` with the
-next gold call of the turn, else ``FinishAction``; the same records are run in skip and in
-finish mode (as CriticTool runs its external file with ``--environment_mode``).  ``meta``
-keeps ``read_only`` (from :func:`toolguard_evals.faults.prepare_episode`: the call left the state
-unchanged and a repeat answered the same), which the guarded controller uses to decide whether
-a timeout may be retried.
+- Internal records, one per ``error_type`` (``""``, ``tool_select_error``,
+  ``tool_hallucination_error``, ``parameters_key_error``, ``parameters_value_error``) at a
+  step drawn with ``random.Random(f"{seed}:{episode_id}:{kind}")``: the last assistant step
+  is the gold call or a wrong one (:func:`build_from_bfcl` says how each is made), answered
+  by executing it on a copy of the environment; ground truth the gold call.
+- External records: a gold call answered by an injected error (``timeout``,
+  ``rate_limit``, ``permission``); ground truth ``[that call, next step]``, run in skip and
+  finish mode; ``meta["read_only"]`` from :func:`toolguard_evals.faults.prepare_episode`.
 """
 
 from __future__ import annotations
@@ -350,6 +315,30 @@ def build_from_bfcl(*, seed: int = 0, limit: int | None = None, max_tools: int =
                     episodes: Sequence[bfcl.MultiTurnEpisode] | None = None,
                     ) -> dict[Split, list[CriticToolRecord]]:
     """Build the internal and external records from BFCL v4 ``multi_turn_base``.
+
+    The last assistant step of an internal record, per ``error_type``:
+
+    =============================  ===============================================================
+    ``error_type``                 the last assistant step (step ``k``) of the history
+    =============================  ===============================================================
+    ``""``                         the gold call ``k`` and its real answer; ground truth: the next
+                                   gold call of the turn, else ``FinishAction``
+    ``tool_select_error``          another listed tool (one whose required args the gold args can
+                                   fill, if any; else one without required args; else any, with
+                                   placeholder values)
+    ``tool_hallucination_error``   a tool name that no involved class has (``get_cd``, ``cd_tool``,
+                                   ...), the gold args
+    ``parameters_key_error``       one gold arg renamed (``folder`` -> ``folder_name``) or a
+                                   required one dropped
+    ``parameters_value_error``     one gold arg changed: a string -> another string of the
+                                   episode's gold calls (else ``value_1``), a number + 1, a bool
+                                   negated, a list shortened, a dict emptied
+    =============================  ===============================================================
+
+    An error record's wrong call is answered by executing it on a copy of the environment as
+    it was before its step (errors as BFCL's executor writes them); its ground truth is the
+    gold call.  An external record's step ``k`` is drawn among steps followed by another
+    call of the same turn when there are any.
 
     Args:
         seed: Seed of every random choice (steps, perturbations, tools, error kinds).

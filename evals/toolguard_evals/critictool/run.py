@@ -1,46 +1,20 @@
 """Generation for CRITICTOOL (unguarded vs guarded) and the report (``toolguard eval critictool``).
 
-**What the model sees** (CriticTool's ``api`` template): the record's history with the mode
-prompt inserted into the system message (``llm`` for internal records, ``skip`` or
-``finish`` for external ones; ``prompts/critictool_*.md``, verbatim); ``function`` messages
-are sent as ``user`` messages, as CriticTool's template maps them.  One chat completion is
-one step.
+As CriticTool's code runs it (``docs/DATA.md`` §5): the model sees the record's history with
+the mode prompt inserted into the system message (``llm`` for internal records, ``skip`` or
+``finish`` for external ones; ``prompts/critictool_*.md``, verbatim), ``function`` messages
+as ``user`` messages (its ``api`` template); one chat completion is one step, parsed by
+``format_load``.  Internal records: one generation (``prediction``).  External records:
+``test.environment_infer``, up to ``retry_limit + 1`` generations while a reply equals the
+failed call ``gold[0]``, the error message appended again each time (``predictions``).
 
-**Output format** (what the scorer parses, CriticTool's ``format_load``): one object
-``{"error": str, "name": str, "args": {...}}`` (``error`` only when the last step was wrong,
-one of the four categories; ``thought`` too for CoT files; ``{"name": "FinishAction",
-"args": str}`` for a final answer).  JSON or a Python literal, optionally in a `````json``
-fence; text around the outermost braces is ignored.  ``unescape=True`` (see
-:func:`generate_case`) HTML-unescapes replies first, for servers whose chat template
-HTML-escapes the prompt; the report says so (``html_unescape``).
-
-**Protocols.** Internal: one generation, saved as ``prediction``.  External: CriticTool's
-``test.environment_infer``: up to ``retry_limit + 1`` (4) generations; while a reply equals
-the failed call (``gold[0]``, name and args), it is appended with the error message again and
-the model answers once more.  Saved as ``predictions`` (a list).
-
-**Guarded** means the same model behind toolguard, which answers the last step of the
-history as a guarded agent's tool node would have answered it; everything else is as
-unguarded:
-
-- internal records: :class:`toolguard.Guard` (default detectors, tools from the system
-  prompt) checks the last call against the history.  A call it refuses is not executed: the
-  answer is ``"Not executed by toolguard: <reason>"`` plus the CRITICTOOL category the
-  verdict maps to.  An allowed call keeps its real answer, passed through
-  :class:`toolguard.retry.RetryController`, which adds the category to an error answer
-  (``"Error category: tool hallucination error ... Correct the call ..."``).
-- external records: the failed call goes through :class:`RetryController`
-  (``max_retries = retry_limit``, ``on_exhausted`` = the mode, no sleeping; the tool is
-  idempotent when the record says ``read_only``) against an environment that keeps failing,
-  as CriticTool's protocol assumes.  The controller retries transient errors itself (a
-  timeout only for read-only tools, never a 403), and its final message (skip: "Skip this
-  step and continue ..."; finish: "Stop here ...") replaces the error in the history.  Each
-  controller retry is recorded as a re-issued ``gold[0]`` in ``predictions`` (``sources``
-  says ``controller``), so ``retry`` credits the guarded *system* for retrying; the model's
-  own replies follow, within the same budget of ``retry_limit + 1``.
-
-Outputs are cached per case (``{variant}:{mode}:{record id}``) with the endpoint settings,
-so a rerun resumes and scores are recomputed offline from the cache (:func:`score_outputs`).
+Guarded: the same model after toolguard answered the history's last step
+(:mod:`~toolguard_evals.critictool.guarded`: ``create_agent`` + ``RetryControllerMiddleware``
++ ``GuardMiddleware``; ``guarded_engine``: the engines called directly,
+:func:`guard_internal` / :func:`guard_external`, as a cross-check).  The controller's
+retries of an external call count as re-issued ``gold[0]`` replies (``sources``:
+``controller``), within the same budget.  Outputs are cached per case
+(``{variant}:{mode}:{record id}``), so scores are recomputed offline (:func:`score_outputs`).
 """
 
 from __future__ import annotations
@@ -66,9 +40,8 @@ from langgraph.types import Command
 
 from toolguard.context import message_text
 from toolguard.guard import Guard
-from toolguard.retry import CATEGORY_TEXT, RetryController, classify_result
+from toolguard.retry import CATEGORY_TEXT, RetryController, RetryPolicy, classify_result
 from toolguard.specs import ToolSpec
-from toolguard.types import Verdict
 from toolguard_evals.critictool.data import (
     FINISH,
     CriticToolRecord,
@@ -77,6 +50,11 @@ from toolguard_evals.critictool.data import (
     Split,
     format_load,
     load_official,
+)
+from toolguard_evals.critictool.guarded import (
+    agent_external,
+    agent_internal,
+    verdict_category,
 )
 from toolguard_evals.critictool.scoring import (
     WEIGHTS,
@@ -99,11 +77,16 @@ from toolguard_evals.runner import (
     write_json,
 )
 
-Variant = Literal["unguarded", "guarded"]
-VARIANTS: Final[tuple[Variant, ...]] = get_args(Variant)
+Variant = Literal["unguarded", "guarded", "guarded_engine"]
+"""``guarded``: the last step answered by ``create_agent`` + toolguard's middleware
+(:mod:`~toolguard_evals.critictool.guarded`); ``guarded_engine``: by the engines called
+directly (:func:`guard_internal`, :func:`guard_external`), a cross-check."""
+ALL_VARIANTS: Final[tuple[Variant, ...]] = get_args(Variant)
+VARIANTS: Final[tuple[Variant, ...]] = ("unguarded", "guarded")
+"""The variants run by default."""
 RETRY_LIMIT: Final = 3
 """CriticTool's ``--retry_limit`` default: up to 4 generations per external record."""
-PROTOCOL_VERSION: Final = "critictool-v1"
+PROTOCOL_VERSION: Final = "critictool-v2"
 """Part of the cache settings: bump when prompts or protocols change."""
 CRITICTOOL_CATEGORY: Final[dict[str, str]] = {
     "tool_selection": "tool_select_error",
@@ -246,18 +229,6 @@ def history_messages(prompt: Sequence[Mapping[str, str]]) -> list[BaseMessage]:
     return out
 
 
-def _verdict_category(v: Verdict) -> str | None:
-    codes = {e.code for e in v.evidence}
-    if v.hallucination == "type":
-        return "tool_hallucination" if "unknown_tool" in codes else "tool_selection"
-    if v.hallucination == "format":
-        return ("parameter_key" if codes & {"missing_required", "unexpected_param"}
-                else "parameter_value")
-    if v.hallucination == "content":
-        return "parameter_value"
-    return None
-
-
 def _request(call: Mapping[str, Any], messages: Sequence[BaseMessage]) -> ToolCallRequest:
     return ToolCallRequest(tool_call=cast(Any, dict(call)), tool=None,
                            state={"messages": list(messages)}, runtime=cast(Any, None))
@@ -288,7 +259,7 @@ def guard_internal(record: CriticToolRecord) -> tuple[list[dict[str, str]], dict
     call = messages[-2].tool_calls[0]
     verdict = Guard(tool_specs(record.function_list)).check(messages[:-1])[0]
     if verdict.action != "allow":
-        category = _verdict_category(verdict)
+        category = verdict_category(verdict)
         feedback = f"Not executed by toolguard: {verdict.reason}"
         if category:
             feedback += f"\nError category: {CATEGORY_TEXT[category]}."
@@ -330,9 +301,9 @@ def guard_external(record: CriticToolRecord, mode: Mode, *, retry_limit: int = R
                            name=str(gold0["name"]))
 
     read_only = {str(gold0["name"])} if record.meta.get("read_only") else set()
-    controller = RetryController(max_retries=retry_limit,
-                                 on_exhausted=mode,
-                                 read_only_tools=read_only, sleep=lambda _s: None)
+    controller = RetryController(
+        RetryPolicy(max_retries=retry_limit, on_failure=mode, read_only_tools=read_only),
+        sleep=lambda _s: None)
     call = {"name": gold0["name"], "args": gold0["args"] if isinstance(gold0["args"], dict)
             else {}, "id": "call_failed"}
     result = controller.wrap_tool_call(_request(call, []), failing_tool)
@@ -345,6 +316,10 @@ def guard_external(record: CriticToolRecord, mode: Mode, *, retry_limit: int = R
 async def generate_case(chat: BaseChatModel, case: Case, *, retry_limit: int = RETRY_LIMIT,
                         unescape: bool = False) -> dict[str, Any]:
     """Generate one case (see the module docstring); the output the cache stores.
+
+    Replies are JSON or a Python literal (``{"error", "name", "args"}``, ``thought`` too for
+    CoT files, ``{"name": "FinishAction", "args": str}`` for a final answer), optionally in a
+    code fence.
 
     Args:
         chat: The model under test.
@@ -361,12 +336,20 @@ async def generate_case(chat: BaseChatModel, case: Case, *, retry_limit: int = R
     rec = case.record
     if case.mode == "llm":
         if case.variant == "guarded":
+            prompt, info = await agent_internal(rec, tool_specs(rec.function_list),
+                                                history_messages(rec.query_prompt))
+        elif case.variant == "guarded_engine":
             prompt, info = guard_internal(rec)
         else:
             prompt, info = rec.prompt("llm"), {}
         return {"prediction": await _reply(chat, prompt, unescape=unescape), "guard": info}
     gold0 = rec.ground_truth[0]
     if case.variant == "guarded":
+        prompt, retries, feedback = await agent_external(
+            rec, case.mode, tool_specs(rec.function_list),
+            history_messages(rec.query_prompt)[:-2], retry_limit=retry_limit)
+        prefilled = [rec.query_prompt[-2]["content"]] * min(retries, retry_limit)
+    elif case.variant == "guarded_engine":
         prompt, retries, feedback = guard_external(rec, case.mode, retry_limit=retry_limit)
         prefilled = [rec.query_prompt[-2]["content"]] * min(retries, retry_limit)
     else:
@@ -538,9 +521,9 @@ def run_critictool(*, endpoint: Endpoint, data_dir: Path | str | None = None,
     """
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
-    bad = [v for v in variants if v not in VARIANTS]
+    bad = [v for v in variants if v not in ALL_VARIANTS]
     if bad:
-        raise ValueError(f"unknown variants {bad}; expected some of {list(VARIANTS)}")
+        raise ValueError(f"unknown variants {bad}; expected some of {list(ALL_VARIANTS)}")
     records, data = load_records(data_dir=data_dir, level=level, cot=cot, limit=limit, seed=seed,
                                  max_tools=max_tools)
     sim = get_similarity(similarity)
@@ -573,11 +556,15 @@ async def _never(case: Case) -> dict[str, Any]:
 def main(*, endpoint: Endpoint, data_dir: Path | None = None, level: Level = "base",
          cot: bool = False, limit: int | None = None, seed: int = 0, concurrency: int = 4,
          cache: Path | None = None, json_path: Path | None = None, plot: Path | None = None,
-         similarity: BackendName = "auto", max_tools: int = 12) -> dict[str, Any]:
-    """Run, print the side-by-side table, write the JSON and the plot."""
+         similarity: BackendName = "auto", max_tools: int = 12,
+         variants: Sequence[Variant] = VARIANTS) -> dict[str, Any]:
+    """Run, print the side-by-side table, write the JSON and the plot.
+
+    ``variants``: add ``guarded_engine`` for the engine-level cross-check.
+    """
     report = run_critictool(endpoint=endpoint, data_dir=data_dir, level=level, cot=cot,
                             limit=limit, seed=seed, concurrency=concurrency, cache=cache,
-                            similarity=similarity, max_tools=max_tools)
+                            similarity=similarity, max_tools=max_tools, variants=variants)
     rows = report["table"]
     title = (f"CRITICTOOL ({report['data']['source'].split(' (')[0]}; similarity: "
              f"{report['similarity_model']})")

@@ -1,4 +1,4 @@
-"""A labelled suite of hallucinated tool calls built from BFCL v4 gold calls, and its scorer.
+"""The labelled suite of hallucinated tool calls from BFCL v4 gold calls, and its scorer.
 
 Cases follow ``docs/DATA.md`` §2b (RelyToolBench's four hallucination types):
 
@@ -17,24 +17,11 @@ perturbation        label            what changes in one gold call
 ``next_call``       ``None``         multi-turn: the next gold call, with the real history
 ==================  ===============  ======================================================
 
-Single-turn cases come from ``simple_python``, ``multiple``, ``parallel``, ``live_simple`` and
-``live_multiple``; multi-turn ones from ``multi_turn_base`` replayed in BFCL's executable
-environments (:mod:`toolguard_evals.bfcl`).  Everything is drawn from ``random.Random`` seeded with
-``f"{seed}:{record_id}"``, so a record's cases do not depend on the limits.
-
-Layout (build / run / score / report, as every eval in :mod:`toolguard_evals`):
-
-- :mod:`~toolguard_evals.detector_suite.records`: labels, perturbation names, :class:`Case`,
-  :class:`Suite`.
-- :mod:`~toolguard_evals.detector_suite.build`: BFCL records and episodes -> cases
-  (:func:`build_suite`); :mod:`~toolguard_evals.detector_suite.perturb` holds the seven
-  single-turn perturbations (word lists in ``_vocab``, doc-schema helpers in ``_schema``).
-- :mod:`~toolguard_evals.detector_suite.run`: :func:`run_suite` runs any ``Guard``-like
-  object on the cases through :func:`toolguard_evals.runner.map_cases`; :func:`main` is
-  ``toolguard eval detectors --json PATH``.
-- :mod:`~toolguard_evals.detector_suite.scoring`: verdicts -> :class:`Outcome` s -> metrics
-  (:func:`score`), pure functions.
-- :mod:`~toolguard_evals.detector_suite.report`: the tables (:func:`print_report`).
+Modules: ``records`` (labels, :class:`Case`, :class:`Suite`), ``target`` (:class:`Target`,
+what the perturbations work on), ``perturb`` (the seven single-call perturbations, shared
+with :mod:`toolguard_evals.suite_b`), ``values`` (invented values), ``build`` (BFCL records
+and ``multi_turn_base`` episodes -> cases), ``run`` (``toolguard eval detectors``),
+``scoring``, ``report``.
 """
 
 from toolguard_evals.detector_suite.build import (
@@ -49,15 +36,10 @@ from toolguard_evals.detector_suite.build import (
 )
 from toolguard_evals.detector_suite.perturb import (
     PERTURBERS,
-    Perturbed,
-    Record,
-    StringKind,
     fabricate_name,
-    invent_number,
-    invent_string,
-    number_words,
+    invented_value,
     rename_key,
-    string_kind,
+    value_slots,
     wrong_type_value,
 )
 from toolguard_evals.detector_suite.records import (
@@ -82,8 +64,28 @@ from toolguard_evals.detector_suite.run import (
     run_suite,
 )
 from toolguard_evals.detector_suite.scoring import Outcome, VerdictLike, outcome, score
+from toolguard_evals.detector_suite.target import (
+    BFCL_SAMPLING,
+    SUITE_B_SAMPLING,
+    Perturbed,
+    Sampling,
+    Target,
+)
+from toolguard_evals.detector_suite.values import (
+    Grounding,
+    Invented,
+    StringKind,
+    absent,
+    invent_kind_number,
+    invent_number,
+    invent_string,
+    invent_value,
+    number_words,
+    string_kind,
+)
 
 __all__ = [
+    "BFCL_SAMPLING",
     "DEFAULT_LIMIT_PER_CATEGORY",
     "DEFAULT_TIMING_EPISODES",
     "GUARD_MODES",
@@ -91,26 +93,34 @@ __all__ = [
     "PERTURBERS",
     "SCORE_CLASSES",
     "SINGLE_TURN_PERTURBATIONS",
+    "SUITE_B_SAMPLING",
     "SUITE_CATEGORIES",
     "Case",
+    "Grounding",
     "GuardFactory",
     "GuardLike",
+    "Invented",
     "Label",
     "Outcome",
     "Perturbation",
     "Perturbed",
-    "Record",
+    "Sampling",
     "ScoreClass",
     "StringKind",
     "Suite",
+    "Target",
     "VerdictLike",
+    "absent",
     "build_suite",
     "calls_message",
     "fabricate_name",
     "gold_problems",
     "guard_factory",
+    "invent_kind_number",
     "invent_number",
     "invent_string",
+    "invent_value",
+    "invented_value",
     "main",
     "multi_turn_cases",
     "number_words",
@@ -123,5 +133,6 @@ __all__ = [
     "single_turn_cases",
     "string_kind",
     "tools_key",
+    "value_slots",
     "wrong_type_value",
 ]

@@ -26,9 +26,8 @@ from langchain_core.messages import (
 
 from toolguard_evals import bfcl
 from toolguard_evals.detector_suite._schema import schema_errors
-from toolguard_evals.detector_suite.perturb import PERTURBERS, Record
+from toolguard_evals.detector_suite.perturb import PERTURBERS
 from toolguard_evals.detector_suite.records import (
-    PERTURBATION_LABELS,
     SINGLE_TURN_PERTURBATIONS,
     SUITE_CATEGORIES,
     Case,
@@ -36,6 +35,7 @@ from toolguard_evals.detector_suite.records import (
     Suite,
     tools_key,
 )
+from toolguard_evals.detector_suite.target import Target
 
 DEFAULT_LIMIT_PER_CATEGORY: Final[int | None] = None
 """Records per single-turn category; ``None`` = all (2092 usable records, ~13.6k cases with
@@ -114,6 +114,9 @@ def single_turn_cases(
 ) -> list[Case]:
     """Build the gold case and one case per applicable perturbation of a single-turn record.
 
+    The record is one :class:`~toolguard_evals.detector_suite.target.Target` (all its gold
+    calls, drawn from one stream ``random.Random(f"{seed}:{id}")``).
+
     Args:
         record: A record from :func:`toolguard_evals.bfcl.load_category` (with ``ground_truth``).
         category: Its category name.
@@ -127,28 +130,13 @@ def single_turn_cases(
     calls = bfcl.gold_calls(record)
     if not calls:
         return []
-    docs = {d["name"]: d for d in record["function"]}
-    tools = list(record["function"])
-    key = tools_key(tools)
-    prefix = question_messages(record["question"])
-    text = "\n".join(str(m.content) for m in prefix)
-    rec = Record(
-        id=record["id"], category=category, docs=docs, calls=calls, text=text,
-        folded=text.casefold(), doc_text=json.dumps(tools, ensure_ascii=False).casefold(),
-        rng=random.Random(f"{seed}:{record['id']}"),
-    )
-
-    def case(p: Perturbation, cs: Sequence[tuple[str, dict[str, Any]]], target: int | None,
-             meta: dict[str, Any]) -> Case:
-        return Case(id=f"{record['id']}:{p}", category=category, perturbation=p,
-                    label=PERTURBATION_LABELS[p], messages=[*prefix, calls_message(cs)],
-                    tools=tools, tools_key=key, target=target, metadata=meta)
-
-    out = [case("gold", calls, None, {"calls": len(calls)})]
+    t = Target(id=record["id"], category=category, history=question_messages(record["question"]),
+               tools=list(record["function"]), calls=calls, seed=seed)
+    out = [t.case("gold", calls, None, {"calls": len(calls)})]
     for p in perturbations:
-        made = PERTURBERS[p](rec)
+        made = PERTURBERS[p](t)
         if made is not None:
-            out.append(case(p, made.calls, made.target, made.metadata))
+            out.append(t.case(p, made.calls, made.target, made.metadata))
     return out
 
 

@@ -1,15 +1,12 @@
 """A Hugging Face causal LM as a LangChain chat model with tool calling, in process.
 
 The Relign eval runs the base, SFT and DPO models through the same agent code as any
-endpoint (:func:`toolguard_evals.relytoolbench.agent.run_episode`), without a server: the
-messages are rendered with the tokenizer's chat template (tools included), decoded greedily,
-and the calls read back with :func:`~toolguard_evals.relign.chat_format.parse_completion`.
-Greedy answers are memoised by prompt text, so the guarded run re-uses the unguarded run's
-turns up to the first turn the guard changes.  Every prompt opens with the same ~470-token
-system text, and an episode's next turn repeats the whole previous prompt, so the key/value
-cache of the last prompt is kept and only the tokens after the shared prefix are run
-(:class:`PromptCache`: on BFCL prompts about 470 of their 1000-1700 tokens are reused).
-To serve the same folder over HTTP instead, see :mod:`toolguard_evals.relign.export`.
+endpoint, without a server: messages rendered with the tokenizer's chat template (tools
+included), greedy decoding, calls read back with
+:func:`~toolguard_evals.relign.chat_format.parse_completion`.  Greedy answers are memoised
+by prompt, and the key/value cache of the previous prompt's shared prefix is reused
+(:class:`PromptCache`).  To serve the same folder over HTTP, see
+:mod:`toolguard_evals.relign.export`.
 """
 
 from __future__ import annotations

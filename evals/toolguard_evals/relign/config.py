@@ -1,12 +1,10 @@
 """Relign run settings: one frozen record, three presets (``ci``, ``cpu``, ``paper``).
 
-The paper's settings (Xu et al., "Reducing Tool Hallucination via Reliability Alignment",
-ICML 2025, arXiv 2412.04141, §4.1): 10k ToolBench samples split 4 : 3 : 3, full fine-tuning,
-batch 32, learning rate 1e-5 (SFT) and 1e-6 (DPO), two epochs, max length 8192, ten samples
-per step for the preference pairs.  ``paper`` keeps those; ``cpu`` and ``ci`` shrink every
-count so the whole kit runs on two CPU cores (``cpu`` in under 90 minutes, ``ci`` within 6
-even beside another heavy job), with LoRA on the top layers and learning rates raised to
-match the few steps.
+The paper's settings (Xu et al., ICML 2025, arXiv 2412.04141, §4.1): 10k ToolBench samples
+split 4 : 3 : 3, full fine-tuning, batch 32, learning rate 1e-5 (SFT) and 1e-6 (DPO), two
+epochs, max length 8192, ten samples per step for the preference pairs.  ``paper`` keeps
+those; ``cpu`` and ``ci`` shrink every count to run on two CPU cores, with LoRA on the top
+layers and learning rates raised to match the few steps.
 """
 
 from __future__ import annotations

@@ -1,34 +1,14 @@
 """The Relign eval: a model on sets it was not trained on, unguarded and guarded.
 
-- **RelyToolBench** slice (first ``per_file`` records of each file of the chosen groups,
-  Original / Missing Parameter / Unmatched Tools) in the native format, through
-  :func:`toolguard_evals.relytoolbench.run.generate` (the same agent as ``toolguard eval
-  relytoolbench --format native``) and scored by its evaluator with the rule-based parts
-  only (:class:`RuleJudges`): no judge model is asked.
-- **BFCL v4** ``irrelevance`` / ``live_irrelevance`` (first ``bfcl`` records each): one
-  turn in the same format (functions + ``Finish``); a turn has a call when it calls one of
-  the record's functions (guarded: when the guard lets such a call through).
+- RelyToolBench slice (first ``per_file`` records per file) in the native format, through
+  :func:`toolguard_evals.relytoolbench.run.generate`, scored by its evaluator with the
+  rule-based parts only (:class:`RuleJudges`; :class:`TemplateSimulator` answers the APIs).
+- BFCL v4 ``irrelevance`` / ``live_irrelevance``: one turn in the same format.
 
-Metrics per subset (percent, micro-averaged over the slice's episodes):
-
-- ``tool_call_rate``: episodes with at least one tool call that reached the (simulated)
-  API (``Finish`` is not a tool call; calls the guard kept back do not count);
-- ``indecisive_rate`` = ``change_tools_rate`` + ``talk_to_user_rate``: episodes ending
-  with ChangeTools / TalkToUser (the model's ``Finish`` or the guard's verdict);
-- ``tool_hallucination_rate``: RelyToolBench's sample-level rate
-  (:mod:`toolguard_evals.relytoolbench.metrics`), rules only: unknown tool, duplicate,
-  JSON format, missing / unknown parameters, types; on Unmatched Tools every executed call
-  counts as a tool-relevance hallucination (the subset's tools are unrelated by
-  construction; the paper asks a judge).  Content hallucinations need a judge and are not
-  counted.  On BFCL: the share of turns with a call (every call is irrelevant there);
-- ``bcu``: Benefit-Cost Utility.  Unsolvable subsets: fully rule-based.  Original: an
-  answer's status needs a judge; without one it is ``Unsure`` (pass credit 0.5), so
-  Original's BCU is an upper estimate.  ``None`` on BFCL (not defined there).
-
-Pass rate is not reported: it needs a capable judge (StableToolBench's), and a 135M
-model's opinion is not one.  The API simulator is :class:`TemplateSimulator`
-(deterministic: the API's documented example response) so the three models see the same
-tool answers.
+Metrics per subset (percent): ``tool_call_rate``, ``indecisive_rate``
+(``change_tools_rate`` + ``talk_to_user_rate``), ``tool_hallucination_rate`` (rules only:
+content hallucinations need a judge) and ``bcu`` (Original's is an upper estimate without a
+judge).  Pass rate is not reported: it needs a capable judge.
 """
 
 from __future__ import annotations

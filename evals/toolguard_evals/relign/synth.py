@@ -1,32 +1,13 @@
 """Relign's SFT data: single-step tool-use samples split 4 : 3 : 3 into three targets.
 
 The paper's §3.2 (Xu et al., ICML 2025, arXiv 2412.04141): from samples with a gold call,
-
-- **unchanged** (``original``): target = the gold call;
-- **tools replaced** (``change_tools``): the sample's functions are swapped for another
-  sample's unrelated ones; target = ``Finish(give_up_and_change_tools)``;
-- **parameters removed** (``talk_to_user``): the values of the gold call's required
-  parameters are deleted from the request (as RelyToolBench's Missing Parameter subset
-  deletes them: ``the streamer 'gmhikaru' on Kick`` -> ``the streamer on Kick``); target =
-  ``Finish(give_up_and_talk_to_user)`` with a question naming the missing parameters.
-  Only samples where at least one required value appears verbatim in the request qualify.
-
-Sources (:class:`SourceSample`):
-
-- BFCL v4 ``simple_python`` / ``multiple`` / ``live_simple`` / ``live_multiple``
-  (:data:`~toolguard_evals.relign.config.TRAIN_SOURCES`): never ``irrelevance`` /
-  ``live_irrelevance``, which the Relign eval scores, nor RelyToolBench (an eval set here).
-  Function names have ``.`` written ``_`` (BFCL's own FC handlers do the same).
-- ToolBench-format files (:func:`read_toolbench`): ToolLLaMA training conversations
-  (``{"conversations": [{"from": "system"|"user"|"assistant"|"function", "value"}]}``; the
-  first assistant ``Action`` is the gold call) or plain records ``{"query", "functions",
-  "call": {"name", "arguments"}}``.
-
-Any sample whose query also occurs in an evaluated set (RelyToolBench's 958 queries and
-their ``orig_query``, BFCL irrelevance / live_irrelevance) is dropped before the split and
-counted; :func:`check_no_overlap` re-checks the output.  Output records
-(:class:`SynthRecord`, one JSON line each) carry ``messages`` and ``tools`` as TRL reads
-them, plus the kind and gold for the pair builder.
+**unchanged** (target: the gold call), **tools replaced** (the functions swapped for
+another sample's; target ``Finish(give_up_and_change_tools)``) and **parameters removed**
+(the required values deleted from the request, as RelyToolBench's Missing Parameter subset
+does; target ``Finish(give_up_and_talk_to_user)`` with a question).  Sources
+(:class:`SourceSample`): BFCL v4 :data:`~toolguard_evals.relign.config.TRAIN_SOURCES` and
+ToolBench-format files (:func:`read_toolbench`); samples whose query occurs in an evaluated
+set are dropped (:func:`check_no_overlap`).
 """
 
 from __future__ import annotations

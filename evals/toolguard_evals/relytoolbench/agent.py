@@ -15,15 +15,15 @@ Formats:
 
 ``Finish`` takes ``return_type`` in ``give_answer`` / ``give_up_and_restart`` /
 ``give_up_and_change_tools`` / ``give_up_and_talk_to_user`` (the enum of the authors'
-``rapidapi_multithread.py``; the issue's spelling ``give_up_and_talkto_user`` is accepted
-too) and ``final_answer``; a ``Finish`` without a valid ``return_type``, or
-``give_answer`` without ``final_answer``, is answered with the environment's error and the
-episode goes on, as in ``rapidapi_wrapper._step``.
+``rapidapi_multithread.py``; the spelling ``give_up_and_talkto_user`` is accepted too) and
+``final_answer``; a ``Finish`` without a valid ``return_type``, or ``give_answer`` without
+``final_answer``, is answered with the environment's error and the episode goes on, as in
+``rapidapi_wrapper._step``.
 
-Guarded episodes run :class:`toolguard.Guard` (deterministic detectors) on every proposed
-call before it reaches the simulator: ``block`` verdicts become the tool answer (the call
-never runs), ``ask_user`` ends the episode as TalkToUser and ``change_tools`` as
-ChangeTools — the paper's indecisive actions.
+With a :class:`toolguard.Guard` (the ``guarded_engine`` cross-check; the guarded agent
+itself is :mod:`~toolguard_evals.relytoolbench.guarded`) every proposed call is checked
+before it reaches the simulator: ``block`` verdicts become the tool answer, ``ask_user``
+ends the episode as TalkToUser and ``change_tools`` as ChangeTools.
 
 A model turn that contains no call is answered with a reminder of the format (one user
 message) and counts as a step.  Observations are cut to 1024 characters (ToolBench's
@@ -533,7 +533,7 @@ class _Run:
                 return ("guard_ask_user" if v.action == "ask_user"
                         else "guard_change_tools"), ""
             if v.action == "block":
-                observation = _clip(v.feedback())
+                observation = clip(v.feedback())
                 self.steps.append(Step(turn=turn, kind="call", thought=thought, action=name,
                                        action_input=args_text, args=args, verdict=verdict,
                                        observation=observation))
@@ -541,7 +541,7 @@ class _Run:
                                                        tool_call_id=_last_id(call_msg))]
                 return None, observation
             self.history.append(call_msg)
-        observation = _clip(await self.simulator.respond(self.case, name, args_text))
+        observation = clip(await self.simulator.respond(self.case, name, args_text))
         self.steps.append(Step(turn=turn, kind="call", thought=thought, action=name,
                                action_input=args_text, args=args, verdict=verdict,
                                executed=True, observation=observation))
@@ -589,5 +589,6 @@ def _last_id(message: BaseMessage) -> str:
     return ""
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
+    """An observation cut to :data:`MAX_OBSERVATION_CHARS` (ToolBench's limit)."""
     return text if len(text) <= MAX_OBSERVATION_CHARS else text[:MAX_OBSERVATION_CHARS] + "..."

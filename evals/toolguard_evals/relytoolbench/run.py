@@ -30,6 +30,7 @@ from toolguard_evals.relytoolbench.data import (
     load_relytoolbench,
 )
 from toolguard_evals.relytoolbench.evaluator import Judges, score_episode
+from toolguard_evals.relytoolbench.guarded import run_guarded_episode
 from toolguard_evals.relytoolbench.metrics import EpisodeScore, summarize
 from toolguard_evals.relytoolbench.simulator import ApiSimulator, prompt_version
 from toolguard_evals.runner import (
@@ -46,8 +47,13 @@ from toolguard_evals.runner import (
     write_json,
 )
 
-Variant = Literal["unguarded", "guarded"]
-VARIANTS: tuple[Variant, ...] = get_args(Variant)
+Variant = Literal["unguarded", "guarded", "guarded_engine"]
+"""``unguarded``: the paper's loop; ``guarded``: ``create_agent`` + ``GuardMiddleware``
+(:mod:`~toolguard_evals.relytoolbench.guarded`); ``guarded_engine``: the paper's loop with
+``Guard.check`` on every call, a cross-check of the engine alone."""
+ALL_VARIANTS: tuple[Variant, ...] = get_args(Variant)
+VARIANTS: tuple[Variant, ...] = ("unguarded", "guarded")
+"""The variants run by default."""
 TABLE_METRICS: dict[str, str] = {
     "pass_rate": "pass rate %",
     "task_hallucination_rate": "task halluc. %",
@@ -60,10 +66,15 @@ TABLE_METRICS: dict[str, str] = {
 
 
 def episode_settings(endpoint: Endpoint, *, fmt: AgentFormat, guarded: bool,
-                     max_steps: int) -> dict[str, Any]:
-    """Everything that changes an episode (the cache key's settings)."""
+                     max_steps: int, engine: bool = False) -> dict[str, Any]:
+    """Everything that changes an episode (the cache key's settings).
+
+    ``engine``: a guarded episode of the paper's loop with ``Guard.check`` (the
+    ``guarded_engine`` cross-check) instead of ``create_agent`` + ``GuardMiddleware``.
+    """
+    guard = None if not guarded else "Guard.check" if engine else "create_agent+GuardMiddleware"
     return {"kind": "rtb-episode", "format": fmt, "guarded": guarded, "max_steps": max_steps,
-            "guard": "default" if guarded else None, "prompt": prompt_version("rtb_agent"),
+            "guard": guard, "prompt": prompt_version("rtb_agent"),
             "simulator": prompt_version("rtb_api_simulator"), **endpoint.settings()}
 
 
@@ -71,20 +82,28 @@ async def generate(
     cases: Sequence[RtbCase], model: BaseChatModel, simulator: ApiSimulator, *,
     settings: Mapping[str, Any], guarded: bool, fmt: AgentFormat, max_steps: int,
     cache: GenerationCache | None, concurrency: int, progress: bool = True,
+    engine: bool = False,
 ) -> RunResult:
     """Run (or take from ``cache``) one episode per case.
+
+    Guarded episodes run through ``create_agent`` + ``GuardMiddleware``
+    (:func:`~toolguard_evals.relytoolbench.guarded.run_guarded_episode`); with ``engine``,
+    through the paper's loop with ``Guard.check`` instead (the engine-level cross-check).
 
     Returns:
         The runner's :class:`~toolguard_evals.runner.RunResult`; outputs are
         :class:`~toolguard_evals.relytoolbench.agent.Episode` dumps.
     """
     async def one(case: RtbCase) -> dict[str, Any]:
-        guard = Guard(case.specs) if guarded else None
-        episode = await run_episode(case, model, simulator, fmt=fmt, guard=guard,
-                                    max_steps=max_steps)
+        if guarded and not engine:
+            episode = await run_guarded_episode(case, model, simulator, fmt=fmt,
+                                                max_steps=max_steps)
+        else:
+            episode = await run_episode(case, model, simulator, fmt=fmt, max_steps=max_steps,
+                                        guard=Guard(case.specs) if guarded else None)
         return episode.model_dump(mode="json")
 
-    label = "guarded" if guarded else "unguarded"
+    label = "unguarded" if not guarded else "guarded (engine)" if engine else "guarded"
     return await run_cases(cases, one, case_id=lambda c: c.id, settings=settings, cache=cache,
                            concurrency=concurrency, description=f"RelyToolBench {label}",
                            progress=progress)
@@ -138,7 +157,7 @@ def run_relytoolbench(
         concurrency: Episodes in flight (and judgments in flight), >= 1.
         cache_path: The JSONL cache (episodes, API answers, judgments); ``None``: memory.
         score_only: Score the cached episodes only; no agent or simulator calls.
-        variants: ``unguarded`` and/or ``guarded``.
+        variants: Some of :data:`ALL_VARIANTS` (default ``unguarded`` and ``guarded``).
         progress: Show progress bars.
 
     Returns:
@@ -152,8 +171,8 @@ def run_relytoolbench(
     """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
-    if not variants or any(v not in VARIANTS for v in variants):
-        raise ValueError(f"variants must be a non-empty subset of {VARIANTS}")
+    if not variants or any(v not in ALL_VARIANTS for v in variants):
+        raise ValueError(f"variants must be a non-empty subset of {ALL_VARIANTS}")
     if max_steps < 1 or concurrency < 1:
         raise ValueError("max_steps and concurrency must be >= 1")
     cases = load_relytoolbench(data_dir, limit=limit, subsets=subsets, groups=groups, ids=ids)
@@ -192,13 +211,14 @@ async def _run(
     judges = Judges(judge_model, cache=cache, settings=judge_settings)
     out: dict[str, Any] = {"variants": {}}
     for variant in variants:
-        guarded = variant == "guarded"
-        settings = episode_settings(endpoint, fmt=fmt, guarded=guarded, max_steps=max_steps)
+        guarded, engine = variant != "unguarded", variant == "guarded_engine"
+        settings = episode_settings(endpoint, fmt=fmt, guarded=guarded, max_steps=max_steps,
+                                    engine=engine)
         gen: dict[str, Any]
         if chat is not None:
             result = await generate(cases, chat, simulator, settings=settings, guarded=guarded,
                                     fmt=fmt, max_steps=max_steps, cache=cache,
-                                    concurrency=concurrency, progress=progress)
+                                    concurrency=concurrency, progress=progress, engine=engine)
             outputs = result.outputs
             gen = {"generated": result.generated, "cached": result.cached,
                    "failed": result.failed, "seconds": round(result.seconds, 2),
@@ -280,15 +300,19 @@ def main(
     score_only: bool = False, data_dir: str | Path | None = None,
     groups: Sequence[Group] = GROUPS, subsets: Sequence[Subset] = SUBSETS,
     ids: Sequence[str] | None = None, timeout: float = 60.0, max_tokens: int | None = 256,
+    variants: Sequence[Variant] = VARIANTS,
 ) -> dict[str, Any]:
-    """The ``toolguard eval relytoolbench`` command: run, print, write JSON and plot."""
+    """The ``toolguard eval relytoolbench`` command: run, print, write JSON and plot.
+
+    ``variants``: add ``guarded_engine`` for the engine-level cross-check.
+    """
     endpoint = Endpoint(base_url=base_url, model=model, timeout=timeout, max_tokens=max_tokens)
     judge = (Endpoint(base_url=judge_base_url, model=judge_model, timeout=timeout,
                       max_tokens=max_tokens) if judge_base_url else None)
     report = run_relytoolbench(endpoint=endpoint, judge_endpoint=judge, data_dir=data_dir,
                                limit=limit, subsets=subsets, groups=groups, ids=ids, fmt=fmt,
                                max_steps=max_steps, concurrency=concurrency, cache_path=cache,
-                               score_only=score_only)
+                               score_only=score_only, variants=variants)
     print_report(report)
     write_json(json_path, report)
     if plot_path:
