@@ -239,10 +239,9 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         calls = _unanswered(messages)
         if not calls:
             return self.model_node
-        snapshot = dict(state) if isinstance(state, Mapping) else state
-        return [Send(self.tools_node, {"__type": "tool_call_with_context",
-                                       "tool_call": _parsed(call), "state": snapshot})
-                for call in calls]
+        # one call per Send, no state snapshot: ToolNode reads the graph state itself (the
+        # payload create_agent sends; a snapshot per call made each step's writes O(N^2))
+        return [Send(self.tools_node, [_parsed(call)]) for call in calls]
 
 
 class AskUserNode(RunnableLambda[Any, dict[str, Any]]):
