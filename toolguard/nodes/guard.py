@@ -35,15 +35,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, MessagesState
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from toolguard.conversation import MARK_KEY, parse_args
-from toolguard.errors import InputError
 from toolguard.guard import Guard
+from toolguard.nodes._base import ToolguardNode
 from toolguard.protocol import ask_user
 from toolguard.state import (
     can_interrupt,
@@ -51,7 +51,6 @@ from toolguard.state import (
     count_verdicts,
     merge_counters,
     messages_of,
-    validate_ask_user,
 )
 from toolguard.steps import AskMode, plan_step, with_unique_ids
 from toolguard.types import Verdict
@@ -97,7 +96,7 @@ class GuardState(MessagesState):
     kg_grounding: list[str]
 
 
-class GuardNode(RunnableLambda[Any, dict[str, Any]]):
+class GuardNode(ToolguardNode):
     """Drop-in LangGraph node running a :class:`~toolguard.guard.Guard` (sync and async).
 
     Args:
@@ -139,26 +138,17 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
         grounding_key: str | None = "kg_grounding",
         name: str = "guard",
     ) -> None:
-        validate_ask_user(ask_user)
-        super().__init__(self._run, afunc=self._arun, name=name)
+        super().__init__(name=name, messages_key=messages_key, ask_user=ask_user,
+                         model_node=model_node)
         self.guard = guard
-        self.messages_key = messages_key
         self.counters_key = counters_key
-        self.ask_user = ask_user
         self.tools_node = tools_node
-        self.model_node = model_node
         self.pending_key = pending_key
         self.ask_node = ask_node
         self.grounding_key = grounding_key
 
     # ------------------------------------------------------------------ node
-    def _messages(self, state: Any) -> list[AnyMessage]:
-        msgs = messages_of(state, self.messages_key)
-        if not msgs:
-            raise InputError(f"GuardNode: no messages under {self.messages_key!r}")
-        return msgs  # type: ignore[return-value]
-
-    def _prepare(self, state: Any) -> tuple[list[AnyMessage], AIMessage | None]:
+    def _prepare(self, state: Any) -> tuple[list[BaseMessage], AIMessage | None]:
         """The messages to check (call ids made unique) and the rewritten message, if any."""
         messages = self._messages(state)
         last = messages[-1]
@@ -191,7 +181,7 @@ class GuardNode(RunnableLambda[Any, dict[str, Any]]):
             if isinstance(messages[-1], AIMessage) else []
         return self._update(messages, fixed, verdicts, config)
 
-    def _update(self, messages: list[AnyMessage], fixed: AIMessage | None,
+    def _update(self, messages: list[BaseMessage], fixed: AIMessage | None,
                 verdicts: list[Verdict], config: RunnableConfig) -> dict[str, Any]:
         """Shared by sync and async: answers for refused calls, a pending question, or the end."""
         if not verdicts:

@@ -44,12 +44,13 @@ from functools import partial
 from typing import Any, Literal, Unpack
 
 from langchain_core.messages import AIMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 
 from toolguard.conversation import MARK_KEY
 from toolguard.kg.plan import Plan, adrive, drive
 from toolguard.kg.turn import GROUNDING_KEY, KGTurnOptions, KGTurnResolver
+from toolguard.nodes._base import ToolguardNode
 from toolguard.state import can_interrupt, emit, messages_of, validate_ask_user
 
 __all__ = ["KGResolveNode"]
@@ -60,7 +61,7 @@ RUNTIME_KEY = "__pregel_runtime"
 stream writer; ``langgraph._internal._constants.CONFIG_KEY_RUNTIME``)."""
 
 
-class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
+class KGResolveNode(ToolguardNode):
     """Resolves the latest user message against the user's KG (see the module docstring).
 
     Args:
@@ -86,11 +87,11 @@ class KGResolveNode(RunnableLambda[Any, dict[str, Any]]):
                  model_node: str = "model", name: str = "kg_resolve",
                  **options: Unpack[KGTurnOptions]) -> None:
         validate_ask_user(ask_user)
-        resolver = KGTurnResolver(**options)
-        super().__init__(self._run, afunc=self._arun, name=name)
+        resolver = KGTurnResolver(**options)  # options checked before the node is built
+        super().__init__(name=name, messages_key=messages_key, ask_user=ask_user,
+                         model_node=model_node)
         self.resolver = resolver
-        self.messages_key, self.grounding_key = messages_key, grounding_key
-        self.ask_user, self.model_node = ask_user, model_node
+        self.grounding_key = grounding_key
 
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return drive(self._turn(state, config))

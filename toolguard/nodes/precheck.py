@@ -35,16 +35,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END
 
 from toolguard.conversation import MARK_KEY
-from toolguard.errors import InputError
+from toolguard.nodes._base import ToolguardNode
 from toolguard.nodes.guard import AskUserMode, GuardState
 from toolguard.precheck import Precheck, PrecheckDecision, abstain_message
 from toolguard.protocol import AskQuestion, ask_user
-from toolguard.state import can_interrupt, messages_of, validate_ask_user
+from toolguard.state import can_interrupt, messages_of
 
 __all__ = ["PrecheckAskNode", "PrecheckNode", "PrecheckState", "needs_precheck"]
 
@@ -65,7 +65,7 @@ def needs_precheck(state: Any, *, messages_key: str = "messages") -> bool:
     return bool(msgs) and isinstance(msgs[-1], HumanMessage)
 
 
-class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
+class PrecheckNode(ToolguardNode):
     """Runs a :class:`~toolguard.precheck.Precheck` on the conversation (sync and async).
 
     Args:
@@ -96,21 +96,12 @@ class PrecheckNode(RunnableLambda[Any, dict[str, Any]]):
         ask_node: str = "precheck_ask",
         name: str = "precheck",
     ) -> None:
-        validate_ask_user(ask_user)
-        super().__init__(self._run, afunc=self._arun, name=name)
+        super().__init__(name=name, messages_key=messages_key, ask_user=ask_user,
+                         model_node=model_node)
         self.precheck = precheck
-        self.messages_key = messages_key
         self.counters_key = counters_key
         self.pending_key = pending_key
-        self.ask_user = ask_user
-        self.model_node = model_node
         self.ask_node = ask_node
-
-    def _messages(self, state: Any) -> list[BaseMessage]:
-        msgs = messages_of(state, self.messages_key)
-        if not msgs:
-            raise InputError(f"PrecheckNode: no messages under {self.messages_key!r}")
-        return msgs
 
     def _run(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         msgs = self._messages(state)
