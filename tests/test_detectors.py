@@ -15,9 +15,9 @@ import pytest
 from conftest import BfclEpisode, ai_calls, read_jsonl, require_bfcl
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from toolguard import FormatDetector, Guard, ToolSpec, Verdict
+from toolguard import Guard, ToolSpec, Verdict
 from toolguard.context import build_context
-from toolguard.detectors import ContentDetector, TimingDetector, TypeDetector
+from toolguard.detectors import ContentDetector, FormatDetector, TimingDetector, TypeDetector
 
 SINGLE_TURN = [
     ("simple_python", "simple_python_0"),

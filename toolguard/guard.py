@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -40,9 +40,12 @@ from toolguard.relevance import (
 from toolguard.specs import ToolSet, ToolSpec
 from toolguard.types import Evidence, Verdict
 
+if TYPE_CHECKING:
+    from toolguard.verifier import VerifierOption
+
 logger = logging.getLogger("toolguard")
 
-RelevanceOption = Literal["lexical", "embedding", "llm", "off"]
+RelevanceOption = Literal["lexical", "embedding", "llm", "learned", "off"]
 DEFAULT_DETECTORS: tuple[str, ...] = ("type", "format", "timing", "content", "provenance")
 """RelyToolBench's four types, in the order they run (cheap and decisive first)."""
 
@@ -61,7 +64,12 @@ class Guard:
             :data:`~toolguard.detectors.DETECTORS`) or instances, in the order they run.
         relevance: Relevance judge for existing tools: ``"lexical"`` (default),
             ``"embedding"`` (needs the ``embed`` extra), ``"llm"`` (needs ``judge_model``),
-            ``"off"``, or a :class:`~toolguard.relevance.RelevanceJudge`.
+            ``"learned"`` (a trained verifier: :class:`~toolguard.verifier.LearnedRelevanceJudge`;
+            needs ``verifier`` or the ``TOOLGUARD_VERIFIER`` environment variable), ``"off"``,
+            or a :class:`~toolguard.relevance.RelevanceJudge`.
+        verifier: For ``relevance="learned"``: a trained verifier folder, a hub id, or any
+            cross-encoder with ``score(text_pairs) -> list[float]`` (LangChain's
+            ``BaseCrossEncoder``); see :func:`toolguard.verifier.resolve_verifier`.
         judge_model: A LangChain chat model for the LLM judges (content: confirms the values
             the rules flag, or judges every call with ``content_llm_mode="always"``).
         content_llm_mode: See :class:`~toolguard.detectors.ContentDetector`.
@@ -73,7 +81,9 @@ class Guard:
         toolguard.errors.ToolSpecError: A tool is of no supported form (a ``TypeError``).
         toolguard.errors.ConfigurationError: Duplicate tool names, an unknown detector or
             relevance option, or an option that needs ``judge_model`` without one (a
-            ``ValueError``).
+            ``ValueError``); ``relevance="learned"`` without a trained verifier (the message
+            names ``toolguard verifier train``), or ``verifier`` with another relevance.
+        ImportError: ``relevance="embedding"`` / ``"learned"`` without its extra.
     """
 
     def __init__(
@@ -82,6 +92,7 @@ class Guard:
         *,
         detectors: Sequence[str | Detector] = DEFAULT_DETECTORS,
         relevance: RelevanceOption | RelevanceJudge = "lexical",
+        verifier: VerifierOption = None,
         judge_model: BaseChatModel | None = None,
         content_llm_mode: ContentLLMMode | None = None,
         fail_open: bool = True,
@@ -90,7 +101,7 @@ class Guard:
         self.toolset = ToolSet.coerce(tools)  # compiled once per tool set, shared
         self.specs: dict[str, ToolSpec] = dict(self.toolset.by_name)
         self.fail_open = fail_open
-        options = DetectorOptions(relevance=_relevance_judge(relevance, judge_model),
+        options = DetectorOptions(relevance=_relevance_judge(relevance, judge_model, verifier),
                                   judge_model=judge_model, content_llm_mode=content_llm_mode,
                                   extra=dict(detector_options or {}))
         self.reader = ConversationReader()
@@ -194,8 +205,16 @@ def _detector_error(call: ProposedCall, detector: Detector, exc: Exception) -> E
 
 
 def _relevance_judge(
-    relevance: RelevanceOption | RelevanceJudge, judge_model: BaseChatModel | None
+    relevance: RelevanceOption | RelevanceJudge, judge_model: BaseChatModel | None,
+    verifier: VerifierOption = None,
 ) -> RelevanceJudge | None:
+    if verifier is not None and relevance != "learned":
+        raise ConfigurationError(
+            f"verifier= is used by relevance='learned' only (relevance is {relevance!r})")
+    if relevance == "learned":
+        from toolguard.verifier import LearnedRelevanceJudge
+
+        return LearnedRelevanceJudge(verifier)
     if isinstance(relevance, RelevanceJudge):
         return relevance
     if relevance == "off":
@@ -209,6 +228,6 @@ def _relevance_judge(
             raise ConfigurationError("relevance='llm' needs judge_model")
         return LLMRelevanceJudge(judge_model)
     raise ConfigurationError(
-        f"unknown relevance option {relevance!r}; expected lexical, embedding, llm, off "
+        f"unknown relevance option {relevance!r}; expected lexical, embedding, llm, learned, off "
         "or a RelevanceJudge"
     )

@@ -55,9 +55,18 @@ class RelevanceResult(BaseModel):
 
 
 class RelevanceJudge(ABC):
-    """Judges whether ``tool`` is relevant to ``request`` given all ``tools``."""
+    """Judges whether ``tool`` is relevant to ``request`` given all ``tools``.
+
+    Attributes:
+        name: The judge's name.
+        lexical_exceptions: Whether the type detector lets a read lookup of something the
+            request names through when this judge finds it irrelevant
+            (``type._looks_up_what_the_user_named``); ``False`` for judges that read
+            meaning and decide prerequisite steps themselves (the learned judge).
+    """
 
     name: str = "relevance"
+    lexical_exceptions: bool = True
 
     @abstractmethod
     def judge(self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]) -> RelevanceResult:

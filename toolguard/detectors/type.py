@@ -39,7 +39,9 @@ class TypeDetector(Detector):
     A read lookup of something the request names, for a better tool that could not take it
     as is (``find_contact("Ulrich")`` before ``create_event``), is let through even when the
     judge finds it irrelevant (:func:`_looks_up_what_the_user_named`; suite B gold false
-    blocks 1.4 % -> 0.8 % for 1 point of irrelevant-tool recall on each suite).
+    blocks 1.4 % -> 0.8 % for 1 point of irrelevant-tool recall on each suite), unless the
+    judge decides such steps itself (``judge.lexical_exceptions`` is ``False``: the learned
+    judge).
 
     Args:
         judge: The relevance judge, or ``None`` to check only for fabricated tools.
@@ -70,7 +72,7 @@ class TypeDetector(Detector):
             return fabricated
         spec = ctx.specs[call.name]
         result = self.judge.judge(ctx.request, spec, list(ctx.specs.values()))
-        return self._relevance_verdict(call, ctx, result)
+        return self._relevance_verdict(call, ctx, result, self.judge.lexical_exceptions)
 
     async def acheck(self, call: ProposedCall, ctx: CheckContext) -> Verdict | None:
         """Async twin of :meth:`check`."""
@@ -79,7 +81,7 @@ class TypeDetector(Detector):
             return fabricated
         spec = ctx.specs[call.name]
         result = await self.judge.ajudge(ctx.request, spec, list(ctx.specs.values()))
-        return self._relevance_verdict(call, ctx, result)
+        return self._relevance_verdict(call, ctx, result, self.judge.lexical_exceptions)
 
     def _judged(self, call: ProposedCall, ctx: CheckContext) -> bool:
         """Whether relevance is judged for this call (see class docstring)."""
@@ -118,12 +120,13 @@ class TypeDetector(Detector):
 
     @staticmethod
     def _relevance_verdict(
-        call: ProposedCall, ctx: CheckContext, result: RelevanceResult
+        call: ProposedCall, ctx: CheckContext, result: RelevanceResult,
+        lexical_exceptions: bool = True,
     ) -> Verdict | None:
         if result.label != "Irrelevant":
             return None
-        if result.alternatives and _looks_up_what_the_user_named(call, ctx,
-                                                                 result.alternatives[0]):
+        if lexical_exceptions and result.alternatives and _looks_up_what_the_user_named(
+                call, ctx, result.alternatives[0]):
             return None
         evidence = (
             Evidence(

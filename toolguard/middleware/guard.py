@@ -103,8 +103,8 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         ask_user: ``"auto"`` (interrupt when the agent has a checkpointer, else end the
             turn with the question), ``"interrupt"`` or ``"end"``.
         **guard_options: Keyword options of :class:`~toolguard.guard.Guard`
-            (``detectors``, ``relevance``, ``judge_model``, ``content_llm_mode``,
-            ``fail_open``, ``detector_options``).
+            (``detectors``, ``relevance`` (``"learned"`` with ``verifier=``),
+            ``judge_model``, ``content_llm_mode``, ``fail_open``, ``detector_options``).
 
     Raises:
         toolguard.errors.ConfigurationError: An unknown ``ask_user`` mode, ``guard``

@@ -70,7 +70,9 @@ class PrecheckMiddleware(ToolguardMiddleware[PrecheckMiddlewareState]):
         tools: Decide over these tools instead of the model call's tools.
         ask_user: ``"auto"``, ``"interrupt"`` or ``"end"`` (see above).
         **options: Keyword options of :class:`~toolguard.precheck.Precheck` (``mode``,
-            ``model``, ``fallback``, ``relevance``, ``missing_info``, ...).
+            ``model``, ``fallback``, ``relevance``, ``missing_info``; for
+            ``mode="learned"``: ``verifier``, ``fit_threshold``, ``slot_threshold``,
+            ``top_k``, ...).  One verifier folder is loaded once, whatever the tool sets.
 
     Raises:
         toolguard.errors.ConfigurationError: An unknown ``ask_user`` mode, ``precheck``

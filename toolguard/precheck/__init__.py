@@ -20,6 +20,13 @@ Modes (:data:`PrecheckMode`):
   with pydantic (:class:`StructuredVerificationAnswer`).
 - ``cot`` and ``zero_shot``: the paper's baselines (``prompts/precheck_cot.md``,
   ``prompts/precheck_zero_shot.md``; :class:`CotAnswer`, :class:`ZeroShotAnswer`).
+- ``learned``: a trained cross-encoder (:mod:`toolguard.verifier`; ``verifier=`` or the
+  ``TOOLGUARD_VERIFIER`` environment variable, else :class:`~toolguard.errors.ConfigurationError`
+  naming ``toolguard verifier train``).  ``no_suitable_tool`` when no tool's fit to the goal
+  reaches ``fit_threshold``; else ``ask_user`` naming each required parameter of the best
+  tool whose slot-presence score is below ``slot_threshold``, unless a tool that fits about
+  as well (within :data:`SLOT_TOOL_MARGIN`) has every required value (when unsure, proceed);
+  else ``proceed``.  A failing scorer is handled as a failing LLM call (``fallback``).
 
 LLM modes work with any LangChain chat model: the JSON is asked for in the prompt and
 parsed here (no provider-native structured output, which the local llama.cpp server and
@@ -34,6 +41,7 @@ decision records ``attempts`` and ``fallback`` either way.  Graph control signal
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -62,6 +70,7 @@ from toolguard.conversation import (
 from toolguard.conversation import MessagesLike as _MessagesLike
 from toolguard.conversation import as_messages as _as_messages
 from toolguard.errors import ConfigurationError
+from toolguard.internal import internal_config
 from toolguard.precheck.rules import (
     DeterministicRules,
     MissingInfoPolicy,
@@ -70,17 +79,35 @@ from toolguard.precheck.rules import (
 )
 from toolguard.prompts import load_prompt
 from toolguard.specs import ToolSpec, to_specs
-from toolguard.state import internal_config
+from toolguard.verifier import (
+    FIT_THRESHOLD,
+    SLOT_THRESHOLD,
+    TOP_K,
+    CrossEncoderLike,
+    VerifierOption,
+    candidates,
+    check_top_k,
+    goal_text,
+    resolve_verifier,
+    slot_context,
+    slot_pair,
+    tool_fit_pair,
+)
 
 PrecheckLabel = Literal["proceed", "ask_user", "no_suitable_tool"]
 """``proceed`` (call tools), ``ask_user`` (TalkToUser: a needed value is missing) or
 ``no_suitable_tool`` (ChangeTools: no available tool can do it; tell the user)."""
-PrecheckMode = Literal["deterministic", "structured_verification", "cot", "zero_shot"]
+PrecheckMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "learned"]
 LLMMode = Literal["structured_verification", "cot", "zero_shot"]
 FallbackPolicy = Literal["deterministic", "proceed"]
 PRECHECK_MODES: tuple[PrecheckMode, ...] = get_args(PrecheckMode)
 LLM_MODES: tuple[LLMMode, ...] = get_args(LLMMode)
 PRECHECK_LABELS: tuple[PrecheckLabel, ...] = get_args(PrecheckLabel)
+MAX_SLOT_TOOLS = 2
+"""Learned mode: tools whose required values are checked at most (the best-fitting ones)."""
+SLOT_TOOL_MARGIN = 0.1
+"""Learned mode: a tool within this tool-fit score of the best one is checked for its
+values too; if it has them all, the pre-check proceeds (the model picks between them)."""
 
 
 RETRY_INSTRUCTION = (
@@ -115,11 +142,15 @@ class PrecheckDecision(BaseModel):
         tool: The best-fitting tool, if any (a name from the tool set).
         message: Text for the user: the question (``ask_user``), the explanation
             (``no_suitable_tool``), or ``""`` (``proceed``).
-        mode: The mode that decided (``deterministic`` also when an LLM mode fell back).
-        attempts: Model calls made (0 in deterministic mode, at most 2).
+        mode: The mode that decided (``deterministic`` also when an LLM or the learned mode
+            fell back).
+        attempts: Model calls made (0 in deterministic mode, at most 2; in learned mode the
+            scoring calls, tool fit and slot presence).
         fallback: Whether the LLM answer was unusable and ``fallback`` decided.
         scores: Deterministic mode: per tool, its relevance score (``2 * name words +
-            description words`` shared with the request).
+            description words`` shared with the request).  Learned mode: per scored tool
+            its tool-fit score, and per checked parameter (``"tool.parameter"``) its
+            slot-presence score, both in ``[0, 1]``.
         raw: The model's last raw answer (cut to 2000 characters).
         model_error: The exception of the model call (``repr``, cut to 500 characters)
             when an LLM mode could not reach its model and ``fallback`` decided; ``None``
@@ -418,13 +449,26 @@ class Precheck:
             tool has required parameters).  See :mod:`toolguard.precheck.rules`.
         max_desc_overlap: Deterministic: with no request word in any tool name, the most
             description words the best tool may share for ``no_suitable_tool``.
+        verifier: Learned mode: a trained verifier folder, a hub id, or any cross-encoder
+            with ``score(text_pairs) -> list[float]`` (LangChain's ``BaseCrossEncoder``);
+            ``None``: the ``TOOLGUARD_VERIFIER`` environment variable
+            (:func:`toolguard.verifier.resolve_verifier`).
+        fit_threshold: Learned mode: tool-fit score in ``[0, 1]`` at which a tool serves the
+            goal (default :data:`toolguard.verifier.FIT_THRESHOLD`).
+        slot_threshold: Learned mode: slot-presence score in ``[0, 1]`` at which a value
+            counts as given (default :data:`toolguard.verifier.SLOT_THRESHOLD`).
+        top_k: Learned mode: tools scored per decision at most, the ones sharing most words
+            with the goal (``None``: every tool; see :func:`toolguard.verifier.candidates`).
 
     Raises:
         toolguard.errors.ConfigurationError: For an unknown mode/fallback/relevance/missing_info,
             an LLM mode without a
-            model, or a negative ``max_desc_overlap``.
+            model, a negative ``max_desc_overlap``, ``mode="learned"`` without a trained
+            verifier (the message names ``toolguard verifier train --size full --out DIR``),
+            ``verifier`` in another mode, or a threshold outside ``[0, 1]``.
         toolguard.errors.ToolSpecError: If a tool is of no supported form.
-        ImportError: ``relevance="embedding"`` without the ``embed`` extra.
+        ImportError: ``relevance="embedding"`` without the ``embed`` extra; a verifier
+            folder without the ``learned`` extra.
     """
 
     def __init__(
@@ -438,6 +482,10 @@ class Precheck:
         ask_user: bool = True,
         missing_info: MissingInfoPolicy = "vague",
         max_desc_overlap: int = 2,
+        verifier: VerifierOption = None,
+        fit_threshold: float = FIT_THRESHOLD,
+        slot_threshold: float = SLOT_THRESHOLD,
+        top_k: int | None = TOP_K,
     ) -> None:
         if mode not in PRECHECK_MODES:
             raise ConfigurationError(f"unknown pre-check mode {mode!r}; expected one of "
@@ -449,6 +497,18 @@ class Precheck:
             raise ConfigurationError(f"pre-check mode {mode!r} needs a chat model (model=...)")
         if max_desc_overlap < 0:
             raise ConfigurationError("max_desc_overlap must be >= 0")
+        for label, value in (("fit_threshold", fit_threshold),
+                             ("slot_threshold", slot_threshold)):
+            if not 0.0 <= value <= 1.0:
+                raise ConfigurationError(f"{label} must be in [0, 1], got {value}")
+        check_top_k(top_k)
+        if verifier is not None and mode != "learned":
+            raise ConfigurationError(f"verifier= is used by mode='learned' only (mode is {mode!r})")
+        self.verifier: CrossEncoderLike | None = (
+            resolve_verifier(verifier) if mode == "learned" else None)
+        self.fit_threshold = fit_threshold
+        self.slot_threshold = slot_threshold
+        self.top_k = top_k
         self.tools: list[ToolSpec] = to_specs(tools)
         self.mode: PrecheckMode = mode
         self.model = model
@@ -466,6 +526,14 @@ class Precheck:
             toolguard.errors.InputError: If ``messages`` cannot be read (see
                 :func:`as_messages`).
         """
+        if self.mode == "learned" and self.tools:
+            learned = self._learned_steps(messages)
+            try:
+                pairs = next(learned)
+                while True:
+                    pairs = learned.send(self._score(pairs))
+            except StopIteration as done:
+                return cast(PrecheckDecision, done.value)
         steps = self._steps(messages)
         try:
             prompt = next(steps)
@@ -483,7 +551,15 @@ class Precheck:
             return cast(PrecheckDecision, done.value)
 
     async def adecide(self, messages: MessagesLike) -> PrecheckDecision:
-        """Async :meth:`decide` (the model is called with ``ainvoke``)."""
+        """Async :meth:`decide` (the model is called with ``ainvoke``; a verifier in a thread)."""
+        if self.mode == "learned" and self.tools:
+            learned = self._learned_steps(messages)
+            try:
+                pairs = next(learned)
+                while True:
+                    pairs = learned.send(await asyncio.to_thread(self._score, pairs))
+            except StopIteration as done:
+                return cast(PrecheckDecision, done.value)
         steps = self._steps(messages)
         try:
             prompt = next(steps)
@@ -509,7 +585,7 @@ class Precheck:
         Shared by :meth:`decide` and :meth:`adecide`, which only differ in how they call
         the model.  At most two prompts: the first and, after a malformed answer, one retry.
         """
-        if self.mode == "deterministic" or not self.tools:
+        if self.mode not in LLM_MODES or not self.tools:
             return self._deterministic(messages)
         msgs = as_messages(messages)
         mode = self.mode
@@ -533,6 +609,92 @@ class Precheck:
             return self._from_answer(answer, attempt, raw)
         return self._fallback(msgs, 2, errors, raw)
 
+    def _score(self, pairs: list[tuple[str, str]]) -> list[float] | Exception:
+        """The verifier's scores for ``pairs``, or the exception it raised."""
+        assert self.verifier is not None
+        try:
+            scores = [float(s) for s in self.verifier.score(pairs)]
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # a failing verifier must not crash the user's graph
+            return exc
+        if len(scores) != len(pairs):
+            return ValueError(f"the verifier returned {len(scores)} scores for {len(pairs)} pairs")
+        return scores
+
+    def _learned_steps(
+        self, messages: MessagesLike
+    ) -> Generator[list[tuple[str, str]], list[float] | Exception, PrecheckDecision]:
+        """Learned mode as a dialogue: yields text pairs, receives their scores.
+
+        Shared by :meth:`decide` and :meth:`adecide`.  Two batches at most: tool fit for
+        the candidate tools, then slot presence for the required parameters of the tools
+        that fit best.
+        """
+        msgs = as_messages(messages)
+        conv = self._read(msgs)
+        goal = goal_text(conv)
+        if not goal:
+            return PrecheckDecision(decision="proceed", mode="learned",
+                                    reason="no user request to check")
+        pool = candidates(goal, self.tools, self.top_k)
+        fit = yield [tool_fit_pair(goal, t) for t in pool]
+        if isinstance(fit, Exception):
+            return self._learned_failed(msgs, 1, fit)
+        scores = {t.name: round(s, 4) for t, s in zip(pool, fit, strict=True)}
+        ranked = sorted(zip(fit, range(len(pool)), pool, strict=True),
+                        key=lambda x: (-x[0], x[1]))
+        best_score, _, best = ranked[0]
+        if best_score < self.fit_threshold:
+            decision: PrecheckLabel = "no_suitable_tool"
+            return PrecheckDecision(
+                decision=decision, mode="learned", attempts=1, scores=scores,
+                reason=f"no tool fits the request (best: {best.name} {best_score:.2f} < "
+                f"{self.fit_threshold})", message=user_message(decision))
+        close = [t for s, _, t in ranked[:MAX_SLOT_TOOLS]
+                 if s >= max(self.fit_threshold, best_score - SLOT_TOOL_MARGIN)]
+        slots = [(t, p) for t in close for p in t.required if p in t.properties]
+        if not slots:
+            return PrecheckDecision(
+                decision="proceed", tool=best.name, mode="learned", attempts=1, scores=scores,
+                reason=f"{best.name} fits ({best_score:.2f}) and needs no value")
+        context = slot_context(conv)
+        present = yield [slot_pair(context, t, p) for t, p in slots]
+        if isinstance(present, Exception):
+            return self._learned_failed(msgs, 2, present)
+        missing: dict[str, list[str]] = {t.name: [] for t in close}
+        for (t, p), s in zip(slots, present, strict=True):
+            scores[f"{t.name}.{p}"] = round(s, 4)
+            if s < self.slot_threshold:
+                missing[t.name].append(p)
+        complete = next((t for t in close if not missing[t.name]), None)
+        if complete is not None:
+            return PrecheckDecision(
+                decision="proceed", tool=complete.name, mode="learned", attempts=2,
+                scores=scores, reason=f"{complete.name} fits "
+                f"({scores[complete.name]:.2f}) and its required values are given")
+        asked = missing[best.name]
+        if answers_toolguard(conv.messages):
+            return PrecheckDecision(  # never ask twice in a row: when unsure, proceed
+                decision="proceed", tool=best.name, mode="learned", attempts=2, scores=scores,
+                reason=f"the user just answered a question; proceeding (missing {asked})")
+        decision = "ask_user"
+        return PrecheckDecision(
+            decision=decision, missing=asked, tool=best.name, mode="learned", attempts=2,
+            scores=scores, message=user_message(decision, missing=asked, tool=best.name),
+            reason=f"{best.name} fits ({best_score:.2f}) but no value is given for "
+            f"{', '.join(asked)} (slot score < {self.slot_threshold})")
+
+    def _learned_failed(self, msgs: MessagesLike, attempts: int,
+                        error: Exception) -> PrecheckDecision:
+        """The ``fallback`` decision after the verifier raised."""
+        return self._fallback(msgs, attempts, [f"verifier failed: {error!r}"[:300]], "").model_copy(
+            update={"model_error": repr(error)[:500]})
+
+    def _read(self, msgs: MessagesLike) -> Conversation:
+        return (self.reader.read(cast(list[BaseMessage], msgs)) if _is_message_list(msgs)
+                else Conversation.read(msgs))
+
     def _from_answer(self, answer: _Answer, attempts: int, raw: str) -> PrecheckDecision:
         names = {t.name for t in self.tools}
         tool = answer.tool if answer.tool in names else None
@@ -555,8 +717,7 @@ class Precheck:
             "attempts": attempts, "fallback": True, "raw": raw[:2000]})
 
     def _deterministic(self, msgs: MessagesLike) -> PrecheckDecision:
-        conv = (self.reader.read(cast(list[BaseMessage], msgs)) if _is_message_list(msgs)
-                else Conversation.read(msgs))
+        conv = self._read(msgs)
         ongoing = conv.goal.follow_up or (conv.user_turns > 1 and any(
             c.ok and not c.refused and c.answer is not None and conv.last_user is not None
             and c.answer < conv.last_user for c in conv.calls))
@@ -579,9 +740,11 @@ __all__ = [
     "ANSWER_SCHEMAS",
     "LLM_MODES",
     "MARK_KEY",
+    "MAX_SLOT_TOOLS",
     "PRECHECK_LABELS",
     "PRECHECK_MODES",
     "RETRY_INSTRUCTION",
+    "SLOT_TOOL_MARGIN",
     "CotAnswer",
     "FallbackPolicy",
     "LLMMode",

@@ -20,8 +20,9 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
-from toolguard import ContentDetector, ToolSpec
+from toolguard import ToolSpec
 from toolguard.context import build_context, canonical_args
+from toolguard.detectors import ContentDetector
 from toolguard_evals import bfcl
 from toolguard_evals.demo._messages import calls_of, is_toolguard_message
 from toolguard_evals.demo.data import gold_state

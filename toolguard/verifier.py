@@ -1,0 +1,661 @@
+"""The learned verifier: one small cross-encoder for tool fit and slot presence.
+
+Two questions need meaning, not word overlap (issue 22):
+
+- **tool fit**: does a tool serve (a part of) what the user wants?
+  Pair: (:func:`goal_text`, one tool's name, description and parameters) ->
+  :func:`tool_fit_pair`.
+- **slot presence**: is a required parameter's value stated in the conversation, or
+  derivable from it?  Pair: (:func:`slot_context`, one required parameter's name,
+  description and type, and its tool) -> :func:`slot_pair`.
+
+**One model, two tasks.**  A trained verifier is one sentence-transformers ``CrossEncoder``
+(saved folder, ``num_labels=1``, sigmoid score in ``[0, 1]``).  The task is named by a
+prefix of the query text: :data:`TOOL_FIT_PREFIX` (``"tool fit: "``) or
+:data:`SLOT_PREFIX` (``"slot: "``).  Labels: ``1`` = the tool fits / a value is present,
+``0`` = it does not / absent.  Training (``toolguard verifier train``) builds its pairs with
+exactly these functions, so what the model sees at run time is what it was trained on.
+
+Lengths are bounded in characters before tokenisation (:data:`MAX_GOAL_CHARS`,
+:data:`MAX_CONTEXT_CHARS`, :data:`MAX_TOOL_CHARS`), so the pair fits the encoder's
+:data:`MAX_TOKENS` window with the query's most relevant part kept, instead of the
+tokenizer cutting whatever is longest from the end.
+
+**At run time** (:class:`LearnedVerifier`, any LangChain ``BaseCrossEncoder`` in its place):
+``Precheck(mode="learned")`` and ``Guard(relevance="learned")``
+(:class:`LearnedRelevanceJudge`) name a trained folder with ``verifier=`` or the
+:data:`ENV_VAR` environment variable; without one they raise
+:class:`~toolguard.errors.ConfigurationError` naming :data:`TRAIN_COMMAND`.  The operating
+points (:data:`FIT_THRESHOLD`, :data:`SLOT_THRESHOLD`, :data:`RELEVANCE_MARGIN`) are
+defaults of the constructors, chosen for "when unsure, proceed".  A cross-encoder reads
+every (goal, tool) pair anew: its cost grows with the tools scored (``top_k`` bounds them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from langchain_core.cross_encoders import BaseCrossEncoder
+
+from toolguard.conversation import Conversation, MessagesLike
+from toolguard.errors import ConfigurationError, InputError
+from toolguard.relevance import RelevanceJudge, RelevanceResult
+from toolguard.specs import ToolSpec
+from toolguard.text import split_identifier
+
+__all__ = [
+    "ENV_VAR",
+    "FIT_THRESHOLD",
+    "MAX_CONTEXT_CHARS",
+    "MAX_GOAL_CHARS",
+    "MAX_TOKENS",
+    "MAX_TOOL_CHARS",
+    "RELEVANCE_MARGIN",
+    "SLOT_PREFIX",
+    "SLOT_THRESHOLD",
+    "TOOL_FIT_PREFIX",
+    "TOP_K",
+    "TRAIN_COMMAND",
+    "CrossEncoderLike",
+    "LearnedRelevanceJudge",
+    "LearnedVerifier",
+    "VerifierOption",
+    "candidates",
+    "check_top_k",
+    "goal_text",
+    "parameter_document",
+    "resolve_verifier",
+    "slot_context",
+    "slot_pair",
+    "tool_document",
+    "tool_fit_pair",
+    "tool_fit_pairs",
+]
+
+TOOL_FIT_PREFIX = "tool fit: "
+"""Query prefix of a tool-fit pair."""
+SLOT_PREFIX = "slot: "
+"""Query prefix of a slot-presence pair."""
+
+MAX_TOKENS = 256
+"""The cross-encoder's input window (tokens, query and document together); training and
+loading both set ``max_length`` to it."""
+MAX_GOAL_CHARS = 600
+"""Characters of the goal kept (~150 tokens)."""
+MAX_CONTEXT_CHARS = 700
+"""Characters of the slot context kept (~175 tokens)."""
+MAX_TOOL_CHARS = 400
+"""Characters of a tool document (tool fit) or parameter document (slot) kept (~100 tokens)."""
+MAX_ITEM_CHARS = 300
+"""Characters kept of one message or tool result inside the slot context (its start)."""
+MAX_PARAMS = 10
+"""Parameters listed in a tool-fit document at most (required ones first)."""
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cut(text: str, limit: int) -> str:
+    text = _squash(text)
+    return text if len(text) <= limit else text[: max(0, limit - 3)].rstrip() + "..."
+
+
+def _conversation(messages: MessagesLike | Conversation) -> Conversation:
+    return messages if isinstance(messages, Conversation) else Conversation.read(messages)
+
+
+def _type_of(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = "/".join(str(k) for k in kind)
+    text = str(kind or ("enum" if "enum" in schema else "any"))
+    if isinstance(schema.get("enum"), list):
+        text += " one of " + ", ".join(json.dumps(v) for v in schema["enum"][:8])
+    return text
+
+
+def _describe(schema: Any) -> str:
+    if isinstance(schema, dict) and isinstance(schema.get("description"), str):
+        return _squash(schema["description"])
+    return ""
+
+
+def _name(name: str) -> str:
+    """``get_user_id`` -> ``get_user_id (get user id)``; plain words stay as they are."""
+    words = " ".join(split_identifier(name).split()).casefold()
+    return name if words == name.casefold() else f"{name} ({words})"
+
+
+# ---------------------------------------------------------------------------- texts
+def goal_text(messages: MessagesLike | Conversation) -> str:
+    """What the user wants now, across turns, as the query of a tool-fit pair (no prefix).
+
+    The :class:`~toolguard.conversation.Goal` of the conversation: the latest user message
+    joined with the earlier ones it answers, confirms, corrects or refers to ("Reset my
+    password" + "my username is JaneSmith" -> the two lines ``Reset my password`` and
+    ``my username is JaneSmith``), one line per message, oldest first.  At most
+    :data:`MAX_GOAL_CHARS` characters: when longer, each message keeps an equal share of
+    its start, so the opening request and the latest answer are both there.
+
+    Args:
+        messages: The conversation (any form :func:`~toolguard.conversation.as_messages`
+            accepts) or an already read :class:`~toolguard.conversation.Conversation`.
+
+    Returns:
+        The goal text; ``""`` when there is no user message.
+
+    Raises:
+        toolguard.errors.InputError: A message is of no supported form.
+    """
+    conv = _conversation(messages)
+    goal = set(conv.goal.indexes)
+    parts = [p for p in (_squash(c.text) for c in conv.texts
+                         if c.source == "user" and c.index in goal) if p]
+    return _fit_goal(parts)
+
+
+def _fit_goal(parts: Sequence[str]) -> str:
+    """Non-empty lines joined, at most :data:`MAX_GOAL_CHARS`: an equal share of each."""
+    lines = [p for p in (_squash(p) for p in parts) if p]
+    total = sum(len(p) for p in lines) + len(lines) - 1
+    if total > MAX_GOAL_CHARS:
+        share = max(40, (MAX_GOAL_CHARS - len(lines) + 1) // len(lines))
+        lines = [_cut(p, share) for p in lines]
+    return "\n".join(lines)[:MAX_GOAL_CHARS]
+
+
+def slot_context(messages: MessagesLike | Conversation) -> str:
+    """The user side and tool results of a conversation, as the query of a slot pair.
+
+    One line per text: ``User: ...`` for a user message, ``Tool result (NAME): ...`` for a
+    tool's answer (system prompts and the assistant's words are not included: a value the
+    assistant proposed is not one the user gave).  Bounded to :data:`MAX_CONTEXT_CHARS`
+    characters: the goal's user messages come first in priority, then the other texts from
+    the newest back; each text keeps its first :data:`MAX_ITEM_CHARS` characters; what is
+    kept is printed oldest first.  So the request and its answers are always there and an
+    old, long history is what is dropped.
+
+    Args:
+        messages: The conversation or an already read
+            :class:`~toolguard.conversation.Conversation`.
+
+    Returns:
+        The context text; ``""`` when the conversation has no user message or tool result.
+
+    Raises:
+        toolguard.errors.InputError: A message is of no supported form.
+    """
+    conv = _conversation(messages)
+    lines: dict[int, str] = {}
+    for k, item in enumerate(conv.texts):
+        if item.source == "user":
+            lines[k] = "User: " + _cut(item.text, MAX_ITEM_CHARS)
+        elif item.source == "tool":
+            lines[k] = f"Tool result ({item.tool or 'tool'}): " + _cut(item.text, MAX_ITEM_CHARS)
+    goal = set(conv.goal.indexes)
+    order = sorted(lines, key=lambda k: (conv.texts[k].index not in goal, -k))
+    kept: list[int] = []
+    used = 0
+    for k in order:
+        cost = len(lines[k]) + 1
+        if used + cost > MAX_CONTEXT_CHARS:
+            if not kept:  # the latest goal message alone is too long: its start
+                kept.append(k)
+                lines[k] = _cut(lines[k], MAX_CONTEXT_CHARS)
+            continue
+        kept.append(k)
+        used += cost
+    return "\n".join(lines[k] for k in sorted(kept))
+
+
+# ---------------------------------------------------------------------------- pairs
+def tool_document(tool: ToolSpec) -> str:
+    """A tool as the document of a tool-fit pair: name, description, parameters.
+
+    ``NAME (name words): description | parameters: p (type, required): description; ...``,
+    required parameters first, at most :data:`MAX_PARAMS`, cut to :data:`MAX_TOOL_CHARS`.
+    """
+    required = [p for p in tool.required if p in tool.properties]
+    rest = [p for p in tool.properties if p not in required]
+    params = []
+    for pname in [*required, *rest][:MAX_PARAMS]:
+        schema = tool.properties[pname]
+        flag = "required" if pname in required else "optional"
+        desc = _describe(schema)
+        params.append(f"{pname} ({_type_of(schema)}, {flag})" + (f": {desc[:80]}" if desc else ""))
+    head = f"{_name(tool.name)}: {_squash(tool.description)}".rstrip(": ")
+    text = head + (" | parameters: " + "; ".join(params) if params else " | no parameters")
+    return _cut(text, MAX_TOOL_CHARS)
+
+
+def parameter_document(tool: ToolSpec, parameter: str) -> str:
+    """A parameter as the document of a slot pair: name, type, description, its tool.
+
+    ``NAME (name words; type): description | tool: TOOL: tool description``, cut to
+    :data:`MAX_TOOL_CHARS` (the tool's description gets what the parameter leaves).
+
+    Raises:
+        toolguard.errors.InputError: ``parameter`` is not a parameter of ``tool``.
+    """
+    if parameter not in tool.properties:
+        raise InputError(f"{tool.name!r} has no parameter {parameter!r}; it has "
+                         f"{sorted(tool.properties)}")
+    schema = tool.properties[parameter]
+    words = " ".join(split_identifier(parameter).split()).casefold()
+    desc = _describe(schema)
+    head = f"{parameter} ({words}; {_type_of(schema)})" + (f": {desc}" if desc else "")
+    head = _cut(head, MAX_TOOL_CHARS // 2)
+    tail = f" | tool: {tool.name}: {_squash(tool.description)}".rstrip(": ")
+    return _cut(head + tail, MAX_TOOL_CHARS)
+
+
+def tool_fit_pair(goal: str, tool: ToolSpec) -> tuple[str, str]:
+    """(query text, document text) of the tool-fit task.
+
+    Args:
+        goal: What the user wants (:func:`goal_text`); lines (messages) are kept, each
+            squashed, and cut to an equal share of :data:`MAX_GOAL_CHARS` when longer
+            (``goal_text``'s output passes unchanged).
+        tool: One tool.
+
+    Returns:
+        ``("tool fit: " + goal, tool_document(tool))``.  Label 1: the tool serves the goal
+        or a part of it (a prerequisite step such as a lookup counts as serving it); 0: it
+        does not.
+    """
+    return TOOL_FIT_PREFIX + _fit_goal(goal.split("\n")), tool_document(tool)
+
+
+def slot_pair(context: str, tool: ToolSpec, parameter: str) -> tuple[str, str]:
+    """(query text, document text) of the slot-presence task.
+
+    Args:
+        context: The user side and tool results (:func:`slot_context`; cut to
+            :data:`MAX_CONTEXT_CHARS`, keeping the end).
+        tool: The tool the parameter belongs to.
+        parameter: One (required) parameter of ``tool``.
+
+    Returns:
+        ``("slot: " + context, parameter_document(tool, parameter))``.  Label 1: a value for
+        the parameter is stated in the context or derivable from it (a tool result, a
+        relative date, an obvious default the user implies); 0: the user would have to be
+        asked.
+
+    Raises:
+        toolguard.errors.InputError: ``parameter`` is not a parameter of ``tool``.
+    """
+    context = _squash_lines(context)
+    if len(context) > MAX_CONTEXT_CHARS:
+        context = "..." + context[-(MAX_CONTEXT_CHARS - 3):]
+    return SLOT_PREFIX + context, parameter_document(tool, parameter)
+
+
+def _squash_lines(text: str) -> str:
+    return "\n".join(s for s in (_squash(line) for line in text.split("\n")) if s)
+
+
+def tool_fit_pairs(goal: str, tools: Sequence[ToolSpec]) -> list[tuple[str, str]]:
+    """:func:`tool_fit_pair` for each tool, in order."""
+    return [tool_fit_pair(goal, t) for t in tools]
+
+
+# ---------------------------------------------------------------------------- the model
+ENV_VAR = "TOOLGUARD_VERIFIER"
+"""Environment variable naming a trained verifier (a folder, or a hub id with network)."""
+TRAIN_COMMAND = "toolguard verifier train --size full --out DIR"
+"""The command that trains a verifier (``toolguard-evals``)."""
+
+FIT_THRESHOLD = 0.5
+"""Tool fit: a tool serves the goal at or above this score (pre-check: no tool at or above
+it gives ``no_suitable_tool``; relevance: a better tool must reach it)."""
+SLOT_THRESHOLD = 0.5
+"""Slot presence: a required value counts as present at or above this score (below it, the
+pre-check asks for the parameter)."""
+RELEVANCE_MARGIN = 0.3
+"""Relevance: another tool's fit must exceed the called tool's by at least this much."""
+TOP_K: int | None = None
+"""Tools scored per goal at most, picked by word overlap first (``None``: every tool)."""
+
+
+@runtime_checkable
+class CrossEncoderLike(Protocol):
+    """Anything that scores text pairs: LangChain's ``BaseCrossEncoder`` shape.
+
+    ``score(text_pairs)`` returns one float per pair, in order; toolguard's thresholds read
+    them as probabilities in ``[0, 1]`` (1: fits / present).
+    """
+
+    def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+        """One score in ``[0, 1]`` per ``(query, document)`` pair."""
+        ...
+
+
+VerifierOption: TypeAlias = "str | os.PathLike[str] | CrossEncoderLike | None"
+"""What a ``verifier=`` option takes (see :func:`resolve_verifier`)."""
+
+
+def _missing_model_error(why: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{why}: the learned verifier needs a trained model. Train one with "
+        f"`{TRAIN_COMMAND}` (toolguard-evals) and pass verifier=DIR or set {ENV_VAR}=DIR "
+        "(a Hugging Face hub id also works where the machine has network).")
+
+
+def _looks_like_hub_id(source: str) -> bool:
+    parts = source.split("/")
+    return len(parts) == 2 and all(
+        p and p.replace("-", "").replace("_", "").replace(".", "").isalnum() for p in parts)
+
+
+_LOADED: dict[str, Any] = {}
+_LOADED_LOCK = threading.Lock()
+_PREDICT_LOCK = threading.Lock()
+"""One forward pass at a time, process-wide: on a few CPU cores parallel passes only contend."""
+
+
+def _load_cross_encoder(source: str, max_length: int) -> Any:
+    """One sentence-transformers ``CrossEncoder`` per source, shared (CPU, eval mode)."""
+    key = f"{source}\0{max_length}"
+    with _LOADED_LOCK:
+        model = _LOADED.get(key)
+        if model is None:
+            from sentence_transformers import CrossEncoder
+
+            model = CrossEncoder(source, max_length=max_length, device="cpu")
+            if model.num_labels != 1:
+                raise ConfigurationError(
+                    f"the verifier at {source!r} has {model.num_labels} labels; toolguard reads "
+                    f"one score per pair (num_labels=1); train one with `{TRAIN_COMMAND}`")
+            model.model.eval()
+            _LOADED[key] = model
+        return model
+
+
+class LearnedVerifier(BaseCrossEncoder):
+    """toolguard's learned verifier: a trained cross-encoder scoring tool fit and slot presence.
+
+    A LangChain ``BaseCrossEncoder``: :meth:`score` takes ``(query, document)`` pairs (from
+    :func:`tool_fit_pair` / :func:`slot_pair`) and returns sigmoid scores in ``[0, 1]``.
+    The model loads on first use (once per process and source, under a lock; ~0.2-1 s on
+    2 cores), on the CPU.  Scores are cached per pair (least recently used dropped), so a
+    goal scored against a tool set once is not scored again within a check or a turn.
+
+    Args:
+        model: A trained folder (what ``toolguard verifier train`` writes), a Hugging Face
+            hub id (``owner/name``; needs network unless cached), or a sentence-transformers
+            ``CrossEncoder`` already loaded (num_labels=1).  ``None``: the
+            :data:`ENV_VAR` environment variable.
+        max_length: Tokens per pair (query and document together); longer pairs are cut.
+        batch_size: Pairs per forward pass.
+        cache_size: Pair scores kept, >= 0 (0: no cache).
+
+    Raises:
+        toolguard.errors.ConfigurationError: No model given and :data:`ENV_VAR` unset, a
+            path that is neither a folder nor a hub id, a folder without ``config.json``,
+            or a bound out of range (at construction); a model with more than one label
+            (at load).
+        ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | Any | None = None,
+        *,
+        max_length: int = MAX_TOKENS,
+        batch_size: int = 32,
+        cache_size: int = 4096,
+    ) -> None:
+        if max_length < 16:
+            raise ConfigurationError("max_length must be >= 16")
+        if batch_size < 1:
+            raise ConfigurationError("batch_size must be >= 1")
+        if cache_size < 0:
+            raise ConfigurationError("cache_size must be >= 0")
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self._model: Any = None
+        self.source: str
+        if model is not None and not isinstance(model, (str, os.PathLike)):
+            if not callable(getattr(model, "predict", None)):
+                raise ConfigurationError(
+                    "model must be a folder, a hub id or a sentence-transformers CrossEncoder; "
+                    f"got {type(model).__name__}")
+            self._model = model
+            self.source = f"<{type(model).__name__}>"
+        else:
+            self.source = _resolve_source(model)
+            if importlib.util.find_spec("sentence_transformers") is None:
+                raise ImportError("the learned verifier needs sentence-transformers and torch: "
+                                  "pip install 'toolguard-agents[learned]'")
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"LearnedVerifier({self.source!r})"
+
+    def load(self) -> Any:
+        """The sentence-transformers ``CrossEncoder``, loaded now if not yet (thread-safe).
+
+        Raises:
+            toolguard.errors.ConfigurationError: The model has more than one label.
+            OSError: The folder or hub id cannot be read (no network for a hub id).
+        """
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = _load_cross_encoder(self.source, self.max_length)
+        return self._model
+
+    def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+        """Sigmoid scores in ``[0, 1]``, one per ``(query, document)`` pair, in order.
+
+        Cached pairs are not scored again; the others go through the model in batches of
+        ``batch_size``.  Thread-safe (forward passes are serialised process-wide).
+        """
+        pairs = [(str(q), str(d)) for q, d in text_pairs]
+        scores: dict[tuple[str, str], float] = {}
+        with self._lock:
+            for p in pairs:
+                hit = self._cache.get(p)
+                if hit is not None:
+                    scores[p] = hit
+                    self._cache.move_to_end(p)
+        todo = list(dict.fromkeys(p for p in pairs if p not in scores))
+        if todo:
+            model = self.load()
+            with _PREDICT_LOCK:  # a fast tokenizer shared by threads can fail ("Already borrowed")
+                raw = model.predict(todo, batch_size=self.batch_size, show_progress_bar=False,
+                                    convert_to_numpy=True)
+            fresh = [float(s) for s in raw.reshape(-1)]
+            with self._lock:
+                for p, s in zip(todo, fresh, strict=True):
+                    scores[p] = s
+                    if self.cache_size:
+                        self._cache[p] = s
+                        self._cache.move_to_end(p)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return [scores[p] for p in pairs]
+
+
+def _resolve_source(model: str | os.PathLike[str] | None) -> str:
+    """The folder or hub id to load: ``model``, else :data:`ENV_VAR`; checked, not loaded."""
+    if model is None:
+        env = os.environ.get(ENV_VAR, "").strip()
+        if not env:
+            raise _missing_model_error(f"no verifier= given and {ENV_VAR} is not set")
+        model = env
+    text = os.fspath(model)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise _missing_model_error(f"{text!r} is a folder without config.json, not a "
+                                       "trained verifier")
+        return str(path.resolve())
+    if path.exists() or not _looks_like_hub_id(text):
+        raise _missing_model_error(f"{text!r} is neither a model folder nor a hub id")
+    return text
+
+
+_VERIFIERS: dict[str, LearnedVerifier] = {}
+
+
+def resolve_verifier(verifier: VerifierOption) -> CrossEncoderLike:
+    """The cross-encoder a ``verifier=`` option names (shared per folder or hub id).
+
+    Args:
+        verifier: Any object with ``score(text_pairs) -> list[float]`` (a LangChain
+            ``BaseCrossEncoder``, a :class:`LearnedVerifier`), used as is; a folder or hub
+            id, loaded lazily as a :class:`LearnedVerifier` shared by every component that
+            names it; ``None``: the :data:`ENV_VAR` environment variable.
+
+    Raises:
+        toolguard.errors.ConfigurationError: No model (``None`` and :data:`ENV_VAR` unset),
+            naming the train command; a path that is no model folder; an object without
+            ``score``.
+        ImportError: ``sentence-transformers`` is not installed.
+    """
+    if verifier is not None and not isinstance(verifier, (str, os.PathLike)):
+        if not callable(getattr(verifier, "score", None)):
+            raise ConfigurationError(
+                "verifier must be a model folder, a hub id or an object with "
+                f"score(text_pairs) -> list[float] (a BaseCrossEncoder); got "
+                f"{type(verifier).__name__}")
+        return verifier
+    source = _resolve_source(verifier)
+    with _LOADED_LOCK:
+        found = _VERIFIERS.get(source)
+    if found is None:
+        found = LearnedVerifier(source)
+        with _LOADED_LOCK:
+            found = _VERIFIERS.setdefault(source, found)
+    return found
+
+
+# ---------------------------------------------------------------------------- scoring
+def candidates(goal: str, tools: Sequence[ToolSpec], top_k: int | None) -> list[ToolSpec]:
+    """The tools scored for ``goal``: all of them, or the ``top_k`` with most word overlap.
+
+    Overlap is the lexical judge's (``2 * name words + description and parameter words``
+    shared with the goal, stemmed); ties keep the tool set's order.  A tool the prefilter
+    drops is not scored, so it can neither fit nor be an alternative: the prefilter trades
+    recall for time on large tool sets (see the module's measurements in the notes).
+    """
+    if top_k is None or len(tools) <= top_k:
+        return list(tools)
+    from toolguard.relevance import _tool_terms
+    from toolguard.text import content_stems
+
+    terms = content_stems(goal)
+
+    def overlap(tool: ToolSpec) -> int:
+        name, desc = _tool_terms(tool)
+        return 2 * len(terms & name) + len(terms & desc)
+
+    ranked = sorted(range(len(tools)), key=lambda i: (-overlap(tools[i]), i))
+    return [tools[i] for i in sorted(ranked[:top_k])]
+
+
+def _check_unit(label: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigurationError(f"{label} must be in [0, 1], got {value}")
+
+
+def check_top_k(top_k: int | None) -> None:
+    """Validate a ``top_k`` option.
+
+    Raises:
+        toolguard.errors.ConfigurationError: ``top_k`` < 1.
+    """
+    if top_k is not None and top_k < 1:
+        raise ConfigurationError(f"top_k must be >= 1 or None, got {top_k}")
+
+
+class LearnedRelevanceJudge(RelevanceJudge):
+    """Tool relevance by the learned verifier's tool-fit score.
+
+    For the called tool and the other tools of the set (all, or the ``top_k`` by word
+    overlap plus the called one), the verifier scores :func:`tool_fit_pair` ``(goal,
+    tool)``:
+
+    - ``Relevant`` if the called tool's fit is at least ``min_fit``;
+    - ``Irrelevant`` with alternatives if it is below ``min_fit`` and other tools reach
+      ``min_fit`` with a fit at least ``margin`` above it (best first; the type detector
+      blocks the call and names them);
+    - ``Unsure`` otherwise (no tool fits clearly better: the pre-check decides whether any
+      tool fits at all).
+
+    A prerequisite step (a login, a lookup before an action) is the model's to judge: the
+    tool-fit label counts a step that serves a part of the goal as fitting, and no lexical
+    exception (helper lookups, name words in another tool's parameters) is consulted on
+    this judge's path (:attr:`lexical_exceptions` is ``False``).
+
+    Args:
+        verifier: See :func:`resolve_verifier` (a folder, a hub id, any cross-encoder with
+            ``score``, or ``None`` for :data:`ENV_VAR`).
+        min_fit: Fit score in ``[0, 1]`` at which a tool serves the goal.
+        margin: Fit gap in ``[0, 1]`` another tool needs over the called one.
+        top_k: Tools scored at most (by word overlap; the called tool always), or ``None``.
+
+    Raises:
+        toolguard.errors.ConfigurationError: No model (naming the train command), or an
+            option out of its bounds.
+        ImportError: A folder or hub id without the ``learned`` extra.
+    """
+
+    name = "learned"
+    lexical_exceptions = False
+
+    def __init__(
+        self,
+        verifier: VerifierOption = None,
+        *,
+        min_fit: float = FIT_THRESHOLD,
+        margin: float = RELEVANCE_MARGIN,
+        top_k: int | None = TOP_K,
+    ) -> None:
+        _check_unit("min_fit", min_fit)
+        _check_unit("margin", margin)
+        check_top_k(top_k)
+        self.verifier = resolve_verifier(verifier)
+        self.min_fit = min_fit
+        self.margin = margin
+        self.top_k = top_k
+
+    def judge(self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]) -> RelevanceResult:
+        """Judge by tool-fit scores (one batch; cached per pair by :class:`LearnedVerifier`)."""
+        pool = [tool, *(t for t in candidates(request, [t for t in tools if t.name != tool.name],
+                                              self.top_k))]
+        scores = self.verifier.score([tool_fit_pair(request, t) for t in pool])
+        return self._result(pool, [float(s) for s in scores])
+
+    async def ajudge(
+        self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]
+    ) -> RelevanceResult:
+        """Async :meth:`judge`: the scoring runs in a worker thread (it is CPU-bound)."""
+        return await asyncio.to_thread(self.judge, request, tool, tools)
+
+    def _result(self, pool: Sequence[ToolSpec], scores: Sequence[float]) -> RelevanceResult:
+        own = scores[0]
+        if own >= self.min_fit:
+            return RelevanceResult(label="Relevant", score=own, reason=f"tool fit {own:.2f}")
+        better = sorted(((s, t.name) for t, s in zip(pool[1:], scores[1:], strict=True)
+                         if s >= self.min_fit and s - own >= self.margin), reverse=True)
+        if better:
+            return RelevanceResult(
+                label="Irrelevant", score=own, alternatives=tuple(n for _, n in better[:3]),
+                reason=f"tool fit {own:.2f}; {better[0][1]!r} fits ({better[0][0]:.2f})")
+        return RelevanceResult(label="Unsure", score=own,
+                               reason=f"tool fit {own:.2f}; no tool fits clearly better")
