@@ -171,10 +171,9 @@ def with_unique_ids(message: AIMessage, *, ensure_id: bool = False) -> AIMessage
     :data:`~toolguard.conversation.MAX_ARGS_DEPTH` levels becomes an invalid tool call
     with its arguments dropped (``args=""``, ``error`` saying why): the guard refuses it
     anyway, and LangGraph's checkpoint serializer cannot store such a message (msgpack
-    stops at ~250 levels), so keeping it would crash the run at the next checkpoint
-    (issue 14, defect 3).  The copy keeps the message id, so ``add_messages`` replaces the
-    original in place; with ``ensure_id`` a missing message id is assigned
-    (``toolguard-<uuid4>``).
+    stops at ~250 levels), so keeping it would crash the run at the next checkpoint.  The
+    copy keeps the message id, so ``add_messages`` replaces the original in place; with
+    ``ensure_id`` a missing message id is assigned (``toolguard-<uuid4>``).
     """
     seen: set[str] = set()
     calls, changed_valid = _unique_ids(message.tool_calls, "toolguard_call", seen)

@@ -1,6 +1,6 @@
 """The learned verifier: one small cross-encoder for tool fit and slot presence.
 
-Two questions need meaning, not word overlap (issue 22):
+Two questions need meaning, not word overlap:
 
 - **tool fit**: does a tool serve (a part of) what the user wants?
   Pair: (:func:`goal_text`, one tool's name, description and parameters) ->

@@ -3,7 +3,7 @@
 RelyToolBench's four types: :class:`TypeDetector` (fabricated or irrelevant tool),
 :class:`FormatDetector` (JSON, keys, types), :class:`TimingDetector` (identical repeat),
 :class:`ContentDetector` (values not grounded in the conversation); and
-:class:`ProvenanceDetector` (tool output steering a state-changing call, issue 14).  A new
+:class:`ProvenanceDetector` (tool output steering a state-changing call).  A new
 detector is a module with a :class:`Detector` subclass decorated with
 :func:`register_detector`, imported here (see :mod:`toolguard.detectors.base`).
 """

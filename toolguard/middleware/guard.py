@@ -334,7 +334,7 @@ def _repaired(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], list[BaseM
     Only a new user message can leave calls dangling, so only a model call whose last
     message is a ``HumanMessage`` (a run's first) looks, back to the previous user
     message.  Formerly a ``before_agent`` node; a graph node costs about as much per run
-    as the guard's whole check (issue 15).
+    as the guard's whole check.
 
     Returns:
         ``(request, [])`` when nothing dangles; else the request whose messages hold the
