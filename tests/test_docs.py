@@ -9,9 +9,10 @@ import toolguard.middleware
 import toolguard.middleware.guard
 import toolguard.middleware.kg
 import toolguard.middleware.precheck
+import toolguard.retry
 
 
-@pytest.mark.parametrize("module", [toolguard.guard, toolguard.middleware.retry,
+@pytest.mark.parametrize("module", [toolguard.guard, toolguard.middleware.retry, toolguard.retry,
                                     toolguard.middleware.guard, toolguard.middleware.kg,
                                     toolguard.middleware.precheck])
 def test_docstring_examples_run(module: object) -> None:
@@ -66,3 +67,46 @@ def test_middleware_example_runs_with_real_tools(capsys: pytest.CaptureFixture[s
     assert "ledger  : {'ACC-1': 70.0, 'ACC-2': 65.0}" in out
     assert "stopped : I stopped working on this request" in out
     assert "abstain : None of my available tools can do this request" in out
+
+
+def test_the_readme_use_example_runs_as_written() -> None:
+    """README "Use": the recommended stack asks for the values nobody gave, then transfers."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from toolguard import GuardMiddleware, LoopGuardMiddleware, RetryControllerMiddleware
+    from toolguard.testing import ScriptedChatModel
+
+    sent: list[tuple[str, float, str]] = []
+
+    @tool
+    def transfer(to_account: str, amount: float, currency: str) -> str:
+        """Transfer money to an account."""
+        sent.append((to_account, amount, currency))
+        return f"sent {amount} {currency} to {to_account}"
+
+    @tool
+    def get_balance() -> str:
+        """Get the account balance."""
+        return "1,200 EUR"
+
+    def call(amount: float, cid: str) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "transfer", "id": cid, "args": {
+            "to_account": "ACC-2", "amount": amount, "currency": "EUR"}}])
+
+    model = ScriptedChatModel(script=[call(500, "c1"), call(50, "c2"), AIMessage("Done.")])
+    agent = create_agent(model, [transfer, get_balance], checkpointer=InMemorySaver(),
+                         middleware=[RetryControllerMiddleware(), LoopGuardMiddleware(),
+                                     GuardMiddleware()])
+    config = {"configurable": {"thread_id": "1"}}
+    out = agent.invoke({"messages": [("user", "Move some money to ACC-2")]}, config)
+    [request] = out["__interrupt__"][0].value["action_requests"]
+    assert request["name"] == "transfer" and sent == []
+    out = agent.invoke(Command(resume="50 EUR"), config)
+    assert sent == [("ACC-2", 50, "EUR")]
+    answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answers] == ["c1", "c2"]
+    assert out["toolguard"]["asked_user"] == 1
