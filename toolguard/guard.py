@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langgraph.errors import GraphBubbleUp
+from typing_extensions import TypedDict
 
 from toolguard.context import CheckContext, ProposedCall, build_context
 from toolguard.conversation import ConversationReader
@@ -48,6 +49,18 @@ logger = logging.getLogger("toolguard")
 RelevanceOption = Literal["lexical", "embedding", "llm", "learned", "off"]
 DEFAULT_DETECTORS: tuple[str, ...] = ("type", "format", "timing", "content", "provenance")
 """RelyToolBench's four types, in the order they run (cheap and decisive first)."""
+
+
+class GuardOptions(TypedDict, total=False):
+    """The keyword options of :class:`Guard` (what ``GuardMiddleware(**options)`` takes)."""
+
+    detectors: Sequence[str | Detector]
+    relevance: RelevanceOption | RelevanceJudge
+    verifier: VerifierOption
+    judge_model: BaseChatModel | None
+    content_llm_mode: ContentLLMMode | None
+    fail_open: bool
+    detector_options: Mapping[str, Mapping[str, Any]] | None
 
 
 class Guard:

@@ -327,6 +327,21 @@ def unseen_refused_step(messages: MessagesLike | Conversation) -> bool:
 
 
 # ---------------------------------------------------------------------------- engine
+class LoopGuardOptions(TypedDict, total=False):
+    """The keyword options of :class:`LoopGuard` (``LoopGuardMiddleware(**options)``)."""
+
+    max_repeats: int
+    max_unknown_tool_calls: int
+    no_progress_window: int
+    oscillation_cycles: int
+    oscillation_periods: Iterable[int]
+    max_nudges: int
+    tool_thresholds: Mapping[str, int | ToolThresholds] | None
+    ignore_args: Collection[str]
+    tools: Iterable[Any] | None
+    kinds: Iterable[LoopKind] | None
+
+
 class LoopGuard:
     """Detect tool-call loops in a conversation (see the module docstring).
 

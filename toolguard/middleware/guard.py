@@ -26,9 +26,10 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
+from typing_extensions import Unpack
 
 from toolguard.conversation import message_text
-from toolguard.guard import Guard
+from toolguard.guard import Guard, GuardOptions
 from toolguard.middleware._base import ToolguardMiddleware, ToolguardState, with_update
 from toolguard.protocol import ask_user
 from toolguard.state import (
@@ -119,7 +120,7 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         tools: Iterable[Any] | None = None,
         guard: Guard | None = None,
         ask_user: AskUserMode = "auto",
-        **guard_options: Any,
+        **guard_options: Unpack[GuardOptions],
     ) -> None:
         from toolguard.errors import ConfigurationError
 
@@ -128,7 +129,7 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         if guard is not None and (tools is not None or guard_options):
             raise ConfigurationError("pass guard= alone, or tools= / Guard options")
         self.ask_user = ask_user
-        self.guard_options = dict(guard_options)
+        self.guard_options: GuardOptions = guard_options
         self._fixed = guard if guard is not None else (
             Guard(tools, **self.guard_options) if tools is not None else None)
         if self._fixed is None:

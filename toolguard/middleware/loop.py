@@ -19,11 +19,13 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
+from typing_extensions import Unpack
 
 from toolguard.conversation import Conversation
 from toolguard.errors import ConfigurationError, LoopDetectedError
 from toolguard.loop import (
     LoopGuard,
+    LoopGuardOptions,
     LoopVerdict,
     nudges_from_messages,
     plan_loop_step,
@@ -120,7 +122,7 @@ class LoopGuardMiddleware(ToolguardMiddleware[LoopGuardState]):
         *,
         guard: LoopGuard | None = None,
         exit_behavior: ExitBehavior = "end",
-        **options: Any,
+        **options: Unpack[LoopGuardOptions],
     ) -> None:
         super().__init__()
         if exit_behavior not in ("end", "error"):

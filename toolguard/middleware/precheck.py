@@ -16,10 +16,11 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from typing_extensions import Unpack
 
 from toolguard.errors import ConfigurationError
 from toolguard.middleware._base import ToolguardMiddleware, ToolguardState, with_update
-from toolguard.precheck import Precheck, PrecheckDecision, abstain_message
+from toolguard.precheck import Precheck, PrecheckDecision, PrecheckOptions, abstain_message
 from toolguard.protocol import AskQuestion, ask_user
 from toolguard.state import can_interrupt, emit, validate_ask_user
 
@@ -87,14 +88,14 @@ class PrecheckMiddleware(ToolguardMiddleware[PrecheckMiddlewareState]):
         precheck: Precheck | None = None,
         tools: Iterable[Any] | None = None,
         ask_user: Literal["auto", "interrupt", "end"] = "auto",
-        **options: Any,
+        **options: Unpack[PrecheckOptions],
     ) -> None:
         super().__init__()
         validate_ask_user(ask_user)
         if precheck is not None and (tools is not None or options):
             raise ConfigurationError("pass precheck= alone, or tools= / Precheck options")
         self.ask_user = ask_user
-        self.options = dict(options)
+        self.options: PrecheckOptions = options
         self._fixed = precheck if precheck is not None else (
             Precheck(list(tools), **self.options) if tools is not None else None)
         if self._fixed is None:

@@ -58,6 +58,7 @@ from langchain_core.messages import (
 )
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing_extensions import TypedDict
 
 from toolguard.conversation import (
     MARK_KEY,
@@ -431,6 +432,25 @@ def abstain_message(decision: PrecheckDecision) -> AIMessage:
 
 
 # ---------------------------------------------------------------------------- pre-check
+class PrecheckOptions(TypedDict, total=False):
+    """The keyword options of :class:`Precheck` that ``PrecheckMiddleware(**options)`` takes.
+
+    All but ``ask_user`` (the middleware's own option of that name is its ask mode; pass a
+    configured ``Precheck(..., ask_user=False)`` as ``precheck=`` to never ask).
+    """
+
+    mode: PrecheckMode
+    model: BaseChatModel | None
+    fallback: FallbackPolicy
+    relevance: RelevanceBackend
+    missing_info: MissingInfoPolicy
+    max_desc_overlap: int
+    verifier: VerifierOption
+    fit_threshold: float
+    slot_threshold: float
+    top_k: int | None
+
+
 class Precheck:
     """Decide ``proceed`` / ``ask_user`` / ``no_suitable_tool`` before the model acts.
 
