@@ -366,7 +366,12 @@ def test_score_keys_and_pairing() -> None:
         Case("3", "Missing Parameter", t, [], "ask_user"),
     ]
     report = score(cases, ["ask_user", "no_suitable_tool", "proceed"])
-    assert set(report) == {"mode", "overall", "per_subset", "false_abstain"}
+    assert set(report) == {"mode", "overall", "per_subset", "false_abstain", "three_way",
+                           "by_split"}
+    assert report["three_way"]["per_label"]["no_suitable_tool"] == {
+        "precision": 100.0, "recall": 100.0, "f1": 100.0, "n": 1}
+    assert report["three_way"]["macro_f1"] == pytest.approx(100 / 3, abs=0.01)
+    assert set(report["by_split"]) == {"none"}  # ids of no dataset the verifier knows
     # one feasible case (a first turn), answered ask_user: a 100 % false-abstain rate
     assert report["false_abstain"] == {"first_turns": 100.0, "later_turns": None,
                                        "n_first": 1, "n_later": 0}

@@ -491,7 +491,11 @@ class LearnedVerifier(BaseCrossEncoder):
 
 
 def _resolve_source(model: str | os.PathLike[str] | None) -> str:
-    """The folder or hub id to load: ``model``, else :data:`ENV_VAR`; checked, not loaded."""
+    """The folder or hub id to load: ``model``, else :data:`ENV_VAR`; checked, not loaded.
+
+    A folder is a saved ``CrossEncoder`` (its ``config.json``) or the output folder of
+    ``toolguard verifier train`` (the model in its ``model/`` sub-folder).
+    """
     if model is None:
         env = os.environ.get(ENV_VAR, "").strip()
         if not env:
@@ -500,6 +504,8 @@ def _resolve_source(model: str | os.PathLike[str] | None) -> str:
     text = os.fspath(model)
     path = Path(text).expanduser()
     if path.is_dir():
+        if not (path / "config.json").is_file() and (path / "model" / "config.json").is_file():
+            path = path / "model"  # the folder `toolguard verifier train --out DIR` writes
         if not (path / "config.json").is_file():
             raise _missing_model_error(f"{text!r} is a folder without config.json, not a "
                                        "trained verifier")

@@ -1,47 +1,21 @@
 """Abstain evaluation (ICT paper): does the pre-check abstain exactly when it should?
 
-Binary task with *abstain* as the positive class (``ask_user`` or ``no_suitable_tool``);
-accuracy and F1 in percent, as the ICT paper (Yang et al., arXiv 2406.12307) reports them.
+Binary task with *abstain* as the positive class (``ask_user`` or ``no_suitable_tool``),
+accuracy and F1 in percent as the ICT paper (Yang et al., arXiv 2406.12307) reports them,
+plus ``false_abstain`` (feasible cases answered with an abstain, on first and later turns)
+and ``three_way`` (:mod:`toolguard_evals.verifier.report`).  Datasets (:func:`load_cases`):
 
-- ``relytoolbench`` (``../shared/data/relytoolbench``, DATA.md §4): ``Original`` (feasible,
-  163/124/61 records), ``Missing Parameter`` (``*_missing_all_arguments``, should ask),
-  ``Unmatched Tools`` (``*_with_unmatched_tools``, no suitable tool); plus ``3-way``, the
-  accuracy of the exact decision over all three subsets.
-- ``bfcl`` (BFCL v4, DATA.md §2a): ``irrelevance`` and ``live_irrelevance`` (abstain) vs
-  ``simple_python``, ``multiple``, ``live_simple``, ``live_multiple`` (feasible); and the
-  multi-turn turns of ``multi_turn_miss_param`` / ``multi_turn_miss_func``: empty-gold turns
-  (``miss_param`` -> ask, ``miss_func`` -> no suitable tool) vs their non-empty turns
-  (``miss_param_feasible``, ``miss_func_feasible``); and every turn of
-  ``multi_turn_base`` (``base_feasible``, all feasible).  A multi-turn case's history is the
-  episode so far: earlier user turns, their gold calls executed in BFCL's real environment
-  (``AIMessage`` + ``ToolMessage`` with the real result), and for earlier empty-gold turns
-  the abstain message an ideal agent would have written.  The miss_func turn that reveals
-  the held-out docs gets BFCL's user prompt ("I have updated some more functions you can
-  choose from. What about now?", ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``) and the
-  tools from that turn on.
-- ``dialogues`` (:mod:`toolguard_evals.dialogues`, our own multi-turn corpus): one case per
-  user turn, the history being the conversation so far; ``dialogues_feasible_first_turn``,
-  ``dialogues_feasible_followup`` (later feasible turns, answers to the assistant's
-  questions included), ``dialogues_ask_user``, ``dialogues_no_suitable_tool``.  ``limit``:
-  dialogues per domain.
+- ``relytoolbench`` (``docs/DATA.md`` §4): Original (feasible), Missing Parameter (ask),
+  Unmatched Tools (no suitable tool);
+- ``bfcl`` (BFCL v4, §2a): irrelevance / live_irrelevance vs the feasible single-turn
+  categories, and the turns of ``multi_turn_miss_param`` / ``_miss_func`` / ``_base`` with
+  their history replayed in BFCL's environments;
+- ``dialogues`` (:mod:`toolguard_evals.dialogues`): one case per user turn.
 
-``false_abstain`` (every dataset): the share of feasible cases answered with an abstain, in
-percent, on first requests (``first_turns``: a conversation's first user turn) and on later
-turns (``later_turns``: follow-ups, answers to questions, new requests later in a session),
-with their counts.
-
-Per subset: an abstain subset is scored together with its feasible counterpart(s) (Missing
-Parameter and Unmatched Tools with Original; irrelevance with simple_python + multiple;
-live_irrelevance with live_simple + live_multiple; miss_param / miss_func with their
-non-empty turns), so F1 counts false abstains; ``n`` is the subset's own size.  A feasible
-subset has no positives: its accuracy is 100 minus the false-abstain rate and its ``f1`` is
-``None``.  ``overall`` pools every case of the dataset.
-
-Modes: the pre-check modes of :class:`toolguard.precheck.Precheck`, and ``implicit`` (the
-paper's implicit evaluation): the agent model gets the tools bound and the conversation; a
-tool call counts as ``proceed``, a text answer as abstain (``ask_user`` when it asks a
-question, i.e. contains ``?``, else ``no_suitable_tool``; only the binary scores are the
-paper's).
+An abstain subset is scored with its feasible counterpart(s), so F1 counts false abstains.
+Modes: those of :class:`toolguard.precheck.Precheck`, and ``implicit`` (the paper's
+implicit evaluation: the agent model with the tools bound; a call is ``proceed``, a text
+answer an abstain).
 """
 
 from __future__ import annotations
@@ -70,11 +44,13 @@ from toolguard.precheck.rules import MissingInfoPolicy, RelevanceBackend
 from toolguard.specs import ToolSpec
 from toolguard_evals.relytoolbench import data as rtb_data
 from toolguard_evals.runner import check_failures, map_cases
+from toolguard_evals.verifier.report import by_split, print_by_split, three_way, trained_verifier
 
 Dataset = Literal["relytoolbench", "bfcl", "dialogues"]
-EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit"]
+EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit",
+                   "learned"]
 EVAL_MODES: tuple[EvalMode, ...] = ("deterministic", "structured_verification", "cot",
-                                    "zero_shot", "implicit")
+                                    "zero_shot", "implicit", "learned")
 MISS_FUNC_PROMPT = "I have updated some more functions you can choose from. What about now?"
 """BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``."""
 IMPLICIT_SYSTEM = ("You are a helpful assistant with access to functions. Call a function "
@@ -238,7 +214,9 @@ def score(cases: Sequence[Case], predictions: Sequence[PrecheckLabel],
     acc, f1 = _binary([x for pairs in by_subset.values() for x in pairs])
     report: dict[str, Any] = {"mode": mode, "overall": {"accuracy": acc, "f1": f1},
                               "per_subset": per,
-                              "false_abstain": _false_abstains(cases, predictions)}
+                              "false_abstain": _false_abstains(cases, predictions),
+                              "three_way": three_way(cases, predictions),
+                              "by_split": by_split(cases, predictions)}
     if any(c.expected == "ask_user" for c in cases):
         per["3-way"] = {"accuracy": round(100.0 * sum(exact) / len(exact), 2), "f1": None,
                         "n": len(exact)}
@@ -294,7 +272,9 @@ def implicit_decide(model: BaseChatModel, case: Case) -> tuple[PrecheckLabel, st
 
 def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         model: BaseChatModel | None = None, relevance: RelevanceBackend = "lexical",
-        missing_info: MissingInfoPolicy = "vague", progress: bool = False) -> dict[str, Any]:
+        missing_info: MissingInfoPolicy = "vague", progress: bool = False,
+        verifier: str | Path | None = None,
+        thresholds: dict[str, float] | None = None) -> dict[str, Any]:
     """Run the pre-check (or the implicit evaluation) on every case and score it.
 
     The cases run through :func:`toolguard_evals.runner.map_cases`, one after another in
@@ -310,6 +290,10 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         relevance: Deterministic tool-relevance backend.
         missing_info: Deterministic ``ask_user`` policy.
         progress: Show the runner's progress bar on stderr.
+        verifier: ``learned``: a ``toolguard verifier train`` output or model folder
+            (``None``: ``$TOOLGUARD_VERIFIER``).
+        thresholds: ``learned``: ``fit_threshold`` / ``slot_threshold`` for the pre-check
+            (default: the folder's ``calibration.json``, else the library's defaults).
 
     Raises:
         ValueError: For an unknown mode, an LLM/implicit mode without ``model``, or
@@ -317,16 +301,22 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
     """
     if mode not in EVAL_MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {list(EVAL_MODES)}")
-    if mode != "deterministic" and model is None:
+    if mode not in ("deterministic", "learned") and model is None:
         raise ValueError(f"mode {mode!r} needs a chat model")
+    learned: dict[str, Any] = {}
+    if mode == "learned":
+        folder, calibrated = (trained_verifier(verifier) if verifier is not None
+                              else (None, {}))
+        learned = {"verifier": folder, **calibrated, **(thresholds or {})}
 
     def decide(case: Case) -> dict[str, Any]:
         if mode == "implicit":
             assert model is not None
             label, error = implicit_decide(model, case)
             return {"label": label, "error": error, "decision": None}
-        d = Precheck(case.tools, mode=mode, model=model, relevance=relevance,
-                     missing_info=missing_info).decide(case.messages)
+        d = Precheck(case.tools, mode=mode, model=None if mode == "learned" else model,
+                     relevance=relevance, missing_info=missing_info,
+                     **learned).decide(case.messages)
         return {"label": d.decision, "error": d.model_error, "decision": d}
 
     ran = map_cases(cases, decide, case_id=lambda c: c.id, description=f"abstain ({mode})",
@@ -337,6 +327,8 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
                                  if o["error"] is not None}
     times = sorted(1000 * ran.case_seconds[c.id] for c in cases)
     report["latency_ms_p50"] = round(times[len(times) // 2], 3) if times else None
+    if learned:
+        report["learned"] = {k: str(v) if k == "verifier" else v for k, v in learned.items()}
     if mode in LLM_MODES:
         decisions: list[PrecheckDecision] = [o["decision"] for o in outputs]
         report["llm"] = {"calls": sum(d.attempts for d in decisions),
@@ -368,6 +360,8 @@ def print_table(report: dict[str, Any]) -> None:
         Console().print(f"false abstains on feasible turns: first requests "
                         f"{pct(fa['first_turns'])} (n={fa['n_first']}), later turns "
                         f"{pct(fa['later_turns'])} (n={fa['n_later']})")
+    if "by_split" in report:
+        print_by_split(report)
     if "llm" in report:
         Console().print(f"model calls {report['llm']['calls']}, retries "
                         f"{report['llm']['retries']}, fallbacks {report['llm']['fallbacks']}")
@@ -396,7 +390,8 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
          model: BaseChatModel | None = None, relevance: RelevanceBackend = "lexical",
          missing_info: MissingInfoPolicy = "vague",
          data_dir: str | Path | None = None, json_path: str | Path | None = None,
-         limit: int | None = None, quiet: bool = False) -> dict[str, Any]:
+         limit: int | None = None, quiet: bool = False, verifier: str | Path | None = None,
+         thresholds: dict[str, float] | None = None) -> dict[str, Any]:
     """Evaluate on ``dataset``; print the table, write JSON if asked.
 
     Raises:
@@ -404,7 +399,7 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
     """
     cases = load_cases(dataset, data_dir=data_dir, limit=limit)
     report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info,
-                 progress=not quiet)
+                 progress=not quiet, verifier=verifier, thresholds=thresholds)
     report["dataset"] = dataset
     report["relevance"] = relevance
     report["missing_info"] = missing_info
@@ -414,7 +409,7 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    if mode != "deterministic":
+    if mode not in ("deterministic", "learned"):
         check_failures(report["endpoint_errors"], len(cases), what="cases")
     return report
 

@@ -1,26 +1,7 @@
 """The ``toolguard`` command line (typer).
 
-- ``toolguard demo``: a real model (the embedded SmolLM2 server, or ``--base-url``) as an
-  agent on BFCL v4 multi-turn tasks, with the plain ToolNode loop and with the guard.
-- ``toolguard eval detectors --json PATH``: the labelled BFCL detector suite.
-- ``toolguard eval faults --json PATH``: the retry controller on BFCL gold replays with
-  injected environment faults, next to LangChain's ``ToolRetryMiddleware``.
-- ``toolguard eval injection --json PATH``: prompt injection through tool output
-  (injected-and-executed state-changing calls) and false confirmations on benign flows.
-- ``toolguard eval abstain``: the ICT-style abstain task on RelyToolBench and BFCL v4 with the
-  Structured Verification pre-check (deterministic or an LLM mode).
-- ``toolguard eval familytool``: FamilyTool's KG-extraction (and, with a model, tool-use)
-  metrics for the KG resolver.
-- ``toolguard eval relytoolbench`` / ``toolguard eval critictool``: the papers' metrics,
-  unguarded vs guarded, on the async runner (``evals/runner.py``).
-- ``toolguard relign run|synth|sft|sample|dpo|export|eval``: Relign (the seed paper's
-  reliability alignment): synthesize data, SFT then DPO with TRL, serve and evaluate.
-- ``toolguard serve``: ``vllm serve`` with tool calling for a model (and LoRA) on a GPU machine.
-- ``toolguard bench overhead|precheck|kg|tools|throughput``: the guard's per-call overhead,
-  the guarded/plain ToolNode step ratio and the GuardMiddleware/plain ``create_agent`` step
-  ratio (``overhead --sweeps``: also by history length, tool count and KG size); pre-check
-  and KG-resolution latency (``kg --store``: per turn through a LangGraph store at 500 /
-  5,000 / 50,000 triples); Guard/Precheck cost at 5 ... 2,000 tools; runner throughput.
+Commands: ``demo``, ``eval ...``, ``bench ...``, ``relign ...``, ``verifier train`` and
+``serve``; each command's help says what it runs.
 """
 
 from __future__ import annotations
@@ -28,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -41,6 +22,9 @@ app.add_typer(bench_app, name="bench")
 from toolguard_evals.relign.cli import relign_app  # noqa: E402
 
 app.add_typer(relign_app, name="relign")
+from toolguard_evals.verifier.cli import verifier_app  # noqa: E402
+
+app.add_typer(verifier_app, name="verifier")
 
 
 @contextmanager
@@ -204,11 +188,63 @@ def eval_injection(
         int | None, typer.Option(help="Benign flows to run (default: all of the corpus's).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Dialogue corpus seed.")] = 0,
+    agentdojo: Annotated[
+        bool, typer.Option("--agentdojo", help="Replay AgentDojo's suites instead of our "
+                                               "cases (agentdojo extra).")
+    ] = False,
+    suite: Annotated[
+        list[str] | None, typer.Option("--suite", help="AgentDojo suite, repeatable "
+                                                       "(default: banking and slack).")
+    ] = None,
+    attack: Annotated[
+        list[str] | None, typer.Option("--attack", help="AgentDojo attack, repeatable (default: "
+                                                        "important_instructions, tool_knowledge, "
+                                                        "ignore_previous).")
+    ] = None,
+    mode: Annotated[
+        list[str] | None, typer.Option("--mode", help="as_given (effects unknown) or "
+                                                      "reads_declared, repeatable (default: "
+                                                      "both).")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="AgentDojo tool output format: yaml or json.")
+    ] = "yaml",
+    user_task: Annotated[
+        list[str] | None, typer.Option("--user-task", help="Only these AgentDojo user task "
+                                                           "ids, repeatable.")
+    ] = None,
+    held_out: Annotated[
+        bool, typer.Option("--held-out", help="Allow AgentDojo's workspace and travel suites "
+                                              "(kept aside to measure from outside; without "
+                                              "--suite: runs them).")
+    ] = False,
 ) -> None:
     """Prompt injection through tool output: injected-and-executed, false confirmations."""
-    from toolguard_evals.injection import main
+    if not agentdojo:
+        if suite or attack or mode or user_task or held_out or fmt != "yaml":
+            raise typer.BadParameter("--suite, --attack, --mode, --format, --user-task and "
+                                     "--held-out need --agentdojo")
+        from toolguard_evals.injection import main
 
-    main(str(json_path) if json_path else None, benign_limit=benign_limit, seed=seed)
+        main(str(json_path) if json_path else None, benign_limit=benign_limit, seed=seed)
+        return
+    from toolguard_evals import agentdojo as ad
+
+    chosen = list(suite or (ad.HELD_OUT_SUITES if held_out else ad.DEFAULT_SUITES))
+    try:  # a held-out suite without --held-out, an unknown suite, attack, mode or format
+        ad.validate_options(chosen, attack or ad.DEFAULT_ATTACKS, mode or ad.MODES, fmt,
+                            held_out=held_out)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    held = [s for s in chosen if s in ad.HELD_OUT_SUITES]
+    if held:
+        typer.echo(f"WARNING: running held-out AgentDojo suites ({', '.join(held)}): for "
+                   "measurement from outside only; never tune toolguard on these numbers.",
+                   err=True)
+    with _model_run("eval injection --agentdojo"):
+        ad.main(str(json_path) if json_path else None, suites=chosen, attacks=attack,
+                modes=cast("list[ad.Mode] | None", mode), fmt=cast("ad.Format", fmt),
+                held_out=held_out, user_tasks=user_task)
 
 
 @eval_app.command("abstain")
@@ -217,8 +253,9 @@ def eval_abstain(
         str, typer.Option(help="relytoolbench, bfcl or dialogues (our multi-turn corpus).")
     ] = "relytoolbench",
     mode: Annotated[
-        str, typer.Option(help="deterministic, structured_verification, cot, zero_shot, or "
-                               "implicit (the agent model with the tools; a call = proceed).")
+        str, typer.Option(help="deterministic, structured_verification, cot, zero_shot, "
+                               "implicit (the agent model with the tools; a call = proceed), "
+                               "or learned (a trained verifier: --verifier).")
     ] = "deterministic",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     data_dir: Annotated[
@@ -244,8 +281,24 @@ def eval_abstain(
                                "(recall).")
     ] = "vague",
     request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 60.0,
+    verifier: Annotated[
+        Path | None,
+        typer.Option(help="learned: a `toolguard verifier train` output folder (its "
+                          "calibration.json gives the thresholds) or a model folder; "
+                          "default $TOOLGUARD_VERIFIER."),
+    ] = None,
+    fit_threshold: Annotated[
+        float | None, typer.Option(help="learned: tool-fit threshold (default: calibrated).")
+    ] = None,
+    slot_threshold: Annotated[
+        float | None, typer.Option(help="learned: slot threshold (default: calibrated).")
+    ] = None,
 ) -> None:
-    """Abstain (ICT) eval: accuracy/F1 per subset, abstain = positive class."""
+    """Abstain (ICT) eval: accuracy/F1 per subset (abstain = positive class), three-way.
+
+    The three-way scores (per-label precision/recall, macro-F1, false abstains) come for
+    all cases and per split of the learned verifier's data (eval = evaluation-only).
+    """
     from toolguard_evals.abstain import EVAL_MODES, main
 
     if dataset not in ("relytoolbench", "bfcl", "dialogues"):
@@ -259,6 +312,14 @@ def eval_abstain(
     kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
                                  "limit": limit, "relevance": relevance,
                                  "missing_info": missing_info}
+    if mode == "learned":
+        given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
+        main(dataset, verifier=verifier,  # type: ignore[arg-type]
+             thresholds={k: v for k, v in given.items() if v is not None},
+             **kwargs)  # type: ignore[arg-type]
+        return
+    if verifier is not None or fit_threshold is not None or slot_threshold is not None:
+        raise typer.BadParameter("--verifier and the thresholds are for --mode learned")
     if mode == "deterministic":
         main(dataset, **kwargs)  # type: ignore[arg-type]
         return

