@@ -1,4 +1,4 @@
-"""The I/O steps of KG resolution and the two drivers that run them (sans-IO plans).
+"""The I/O steps of KG resolution, run by the two drivers of :mod:`toolguard._plan`.
 
 A *plan* is a generator that yields what needs I/O and receives the reply, as
 ``Precheck._steps`` does for model calls; it holds every decision, so the sync and the async
@@ -15,42 +15,24 @@ entry points differ only in the driver that runs it:
 - :class:`Notify`: an event for the adapter's callback (a custom stream event); reply
   ``None``.
 
-:func:`drive` runs a plan with the sync store methods, :func:`adrive` with the async ones
-(``aget`` / ``asearch``).  Used by :meth:`toolguard.kg.cache.KGCache.lookup` and
+:func:`~toolguard._plan.drive` runs a plan with the sync store methods,
+:func:`~toolguard._plan.adrive` with the async ones (``aget`` / ``asearch``); both are
+shared with the retry controller.  Used by :meth:`toolguard.kg.cache.KGCache.lookup` and
 :meth:`toolguard.kg.turn.KGTurnResolver.plan`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any
 
+from toolguard._plan import Plan, Step, adrive, drive
 from toolguard.kg.graph import KnowledgeGraph
 from toolguard.kg.store import KGStore
 from toolguard.protocol import Answer, AskQuestion, ask_user
 
 __all__ = ["AskUser", "Notify", "Plan", "ReadGraph", "ReadVersion", "Step", "adrive", "drive"]
-
-T = TypeVar("T")
-R_co = TypeVar("R_co", covariant=True)
-
-
-class Step(Protocol[R_co]):
-    """One I/O request of a plan: what the sync and the async driver run."""
-
-    def run(self) -> R_co:
-        """Do it with the sync API."""
-        ...
-
-    async def arun(self) -> R_co:
-        """Do it with the async API."""
-        ...
-
-
-Plan: TypeAlias = Generator[Step[Any], Any, T]
-"""Yields :class:`Step` s, receives each step's reply, returns the plan's result."""
-
 
 @dataclass(frozen=True, slots=True)
 class ReadVersion:
@@ -113,32 +95,3 @@ class Notify:
     async def arun(self) -> None:
         """``callback(event)`` (writing a stream event does not block)."""
         self.run()
-
-
-def drive(plan: Plan[T]) -> T:
-    """Run ``plan`` with each step's sync API; its result.
-
-    Raises:
-        Exception: Whatever a step raises (``GraphInterrupt`` to ask the user, ``KGError``
-            for an invalid user id, the store's own errors), unchanged.
-    """
-    reply: Any = None
-    while True:
-        try:
-            step = plan.send(reply)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        reply = step.run()
-
-
-async def adrive(plan: Plan[T]) -> T:
-    """Async :func:`drive`: each step's async API (``aget`` / ``asearch``)."""
-    reply: Any = None
-    while True:
-        try:
-            step = plan.send(reply)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        reply = await step.arun()

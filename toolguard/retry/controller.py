@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -38,6 +38,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp, is_invalid_resume
 from langgraph.types import Command
 
+from toolguard._plan import Plan, adrive, drive
 from toolguard.conversation import CallRecord, Conversation, ConversationReader, message_text
 from toolguard.errors import ConfigurationError
 from toolguard.retry.classify import (
@@ -68,22 +69,54 @@ AsyncHandler: TypeAlias = Callable[[Any], Awaitable[Answer]]
 
 @dataclass(frozen=True, slots=True)
 class _Run:
-    """Plan step: run the tool once (``timeout_s`` seconds, or no deadline)."""
+    """Plan step: run the tool once (``timeout_s`` seconds, or no deadline).
 
+    Its result is the tool's answer, or the exception the tool raised (a tool failure is an
+    answer, never a crash); LangGraph's control signals propagate.
+    """
+
+    handler: Callable[[Any], Any]
+    request: Any
     timeout_s: float | None
+
+    def run(self) -> _Reply:
+        try:
+            answer: Answer = run_with_timeout(self.handler, self.request, self.timeout_s)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # a tool failure becomes an answer, never a crash
+            return exc
+        return answer
+
+    async def arun(self) -> _Reply:
+        try:
+            answer: Answer = await arun_with_timeout(self.handler, self.request, self.timeout_s,
+                                                     getattr(self.request, "tool", None))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # a tool failure becomes an answer, never a crash
+            return exc
+        return answer
 
 
 @dataclass(frozen=True, slots=True)
 class _Sleep:
-    """Plan step: wait ``seconds`` before the next attempt."""
+    """Plan step: wait ``seconds`` before the next attempt (the controller's sleep functions)."""
 
     seconds: float
+    sleep: Callable[[float], None]
+    asleep: Callable[[float], Awaitable[None]]
+
+    def run(self) -> None:
+        self.sleep(self.seconds)
+
+    async def arun(self) -> None:
+        await self.asleep(self.seconds)
 
 
 _Reply: TypeAlias = Answer | Exception | None
-"""What a driver sends back: the tool's answer or the exception it raised (``None`` after a
-sleep)."""
-_Plan: TypeAlias = Generator[_Run | _Sleep, _Reply, Answer]
+"""What a step gives back to the plan: the tool's answer or the exception it raised
+(``None`` after a sleep)."""
 
 
 class RetryController:
@@ -154,49 +187,14 @@ class RetryController:
             Exception: A tool's invalid-resume error (re-raised so it can be answered
                 again, as ``ToolNode`` does).
         """
-        plan = self._plan(request)
-        reply: _Reply = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as done:
-                answer: Answer = done.value
-                return answer
-            if isinstance(step, _Sleep):
-                self.sleep(step.seconds)
-                reply = None
-                continue
-            try:
-                reply = run_with_timeout(handler, request, step.timeout_s)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:  # a tool failure becomes an answer, never a crash
-                reply = exc
+        return drive(self._plan(request, handler))
 
     async def awrap_tool_call(self, request: Any, handler: AsyncHandler) -> Answer:
         """Async twin of :meth:`wrap_tool_call` (sleeps with ``asleep``)."""
-        plan = self._plan(request)
-        reply: _Reply = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as done:
-                answer: Answer = done.value
-                return answer
-            if isinstance(step, _Sleep):
-                await self.asleep(step.seconds)
-                reply = None
-                continue
-            try:
-                reply = await arun_with_timeout(handler, request, step.timeout_s,
-                                                getattr(request, "tool", None))
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:  # a tool failure becomes an answer, never a crash
-                reply = exc
+        return await adrive(self._plan(request, handler))
 
     # ------------------------------------------------------------------ the plan (sans-IO)
-    def _plan(self, request: Any) -> _Plan:
+    def _plan(self, request: Any, handler: Callable[[Any], Any]) -> Plan[Answer]:
         """One call, as steps: yields :class:`_Run` / :class:`_Sleep`, returns the answer."""
         why = self._capped(request)
         if why is not None:
@@ -205,11 +203,12 @@ class RetryController:
         tool = getattr(request, "tool", None)
         retries = 0
         while True:
-            reply = yield _Run(self.policy.timeout_for(name))
+            reply = yield _Run(handler, request, self.policy.timeout_for(name))
             result, c = _settled(reply)
             if not self._retryable(c, name, tool, retries):
                 return self._answer(request, result, c, retries)
-            yield _Sleep(self.policy.delay(retries, retry_after=c.retry_after))
+            yield _Sleep(self.policy.delay(retries, retry_after=c.retry_after), self.sleep,
+                         self.asleep)
             retries += 1
 
     def _retryable(self, c: Classification, name: str, tool: Any, retries: int) -> bool:
