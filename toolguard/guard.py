@@ -199,10 +199,8 @@ class Guard:
     def _no_objection(self, call: ProposedCall, errors: list[Evidence]) -> Verdict:
         """No detector objected: allow, unless one failed and ``fail_open`` is off."""
         if errors and not self.fail_open:
-            return Verdict(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                action="block",
+            return Verdict.on(
+                call, "block",
                 reason="Not executed: the guard could not check this call "
                 f"({errors[0].detail}).",
                 evidence=tuple(errors),

@@ -166,6 +166,13 @@ class ToolSpec:
 
     # ------------------------------------------------------------------ builders
     @classmethod
+    def _built(cls, doc: Mapping[str, Any], parameters: Any,
+               overrides: Mapping[str, Any]) -> ToolSpec:
+        """A spec from a doc's name and description, ``parameters`` and ``overrides``."""
+        return cls(**{"name": str(doc["name"]), "description": str(doc.get("description") or ""),
+                      "parameters": _as_object_schema(parameters), **overrides})
+
+    @classmethod
     def from_langchain(cls, tool: BaseTool, **overrides: Any) -> ToolSpec:
         """Build from a LangChain tool (injected arguments are left out, as ToolNode does).
 
@@ -174,14 +181,8 @@ class ToolSpec:
         annotations); ``overrides`` win over both.
         """
         fn = convert_to_openai_tool(tool)["function"]
-        fields: dict[str, Any] = {
-            "name": fn["name"],
-            "description": fn.get("description", ""),
-            "parameters": _as_object_schema(fn.get("parameters")),
-            **declared_traits(tool.metadata),
-        }
-        fields.update(overrides)
-        return cls(**fields)
+        return cls._built(fn, fn.get("parameters"),
+                          {**declared_traits(tool.metadata), **overrides})
 
     @classmethod
     def from_openai(cls, schema: Mapping[str, Any], **overrides: Any) -> ToolSpec:
@@ -193,13 +194,7 @@ class ToolSpec:
         fn = schema.get("function", schema) if schema.get("type") == "function" else schema
         if not isinstance(fn, Mapping) or not fn.get("name"):
             raise ToolSpecError(f"OpenAI function schema needs a 'name': {dict(schema)!r:.200}")
-        fields: dict[str, Any] = {
-            "name": str(fn["name"]),
-            "description": str(fn.get("description") or ""),
-            "parameters": _as_object_schema(fn.get("parameters")),
-        }
-        fields.update(overrides)
-        return cls(**fields)
+        return cls._built(fn, fn.get("parameters"), overrides)
 
     @classmethod
     def from_bfcl(cls, doc: Mapping[str, Any], **overrides: Any) -> ToolSpec:
@@ -210,13 +205,7 @@ class ToolSpec:
         """
         if not doc.get("name"):
             raise ToolSpecError(f"BFCL doc needs a 'name': {dict(doc)!r:.200}")
-        fields: dict[str, Any] = {
-            "name": str(doc["name"]),
-            "description": str(doc.get("description") or ""),
-            "parameters": _as_object_schema(gorilla_to_json_schema(doc.get("parameters") or {})),
-        }
-        fields.update(overrides)
-        return cls(**fields)
+        return cls._built(doc, gorilla_to_json_schema(doc.get("parameters") or {}), overrides)
 
     @classmethod
     def from_toolbench(cls, api: Mapping[str, Any], **overrides: Any) -> ToolSpec:

@@ -10,9 +10,9 @@ values not grounded in the conversation).  Indecisive actions are first-class:
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 MAX_REASON_CHARS = 4000
 """Reasons longer than this are cut: feedback must stay bounded whatever the model sent."""
@@ -22,6 +22,11 @@ MAX_DETAIL_CHARS = 1000
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, saying how long it was."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+def _clipped(limit: int) -> AfterValidator:
+    """A field validator that cuts a string (``None`` passes) to ``limit`` characters."""
+    return AfterValidator(lambda v: None if v is None else clip(v, limit))
+
 
 Action = Literal["allow", "block", "ask_user", "change_tools"]
 """What happens to a proposed tool call.
@@ -57,20 +62,10 @@ class Evidence(BaseModel):
 
     detector: str
     code: str
-    detail: str
-    parameter: str | None = None
+    detail: Annotated[str, _clipped(MAX_DETAIL_CHARS)]
+    parameter: Annotated[str | None, _clipped(200)] = None
     value: Any = None
     score: float | None = None
-
-    @field_validator("detail")
-    @classmethod
-    def _bounded_detail(cls, v: str) -> str:
-        return clip(v, MAX_DETAIL_CHARS)
-
-    @field_validator("parameter")
-    @classmethod
-    def _bounded_parameter(cls, v: str | None) -> str | None:
-        return None if v is None else clip(v, 200)
 
 
 class Verdict(BaseModel):
@@ -101,9 +96,9 @@ class Verdict(BaseModel):
     action: Action
     hallucination: HallucinationType | None = None
     kind: str | None = None
-    reason: str = ""
+    reason: Annotated[str, _clipped(MAX_REASON_CHARS)] = ""
     evidence: tuple[Evidence, ...] = Field(default_factory=tuple)
-    question: str | None = None
+    question: Annotated[str | None, _clipped(MAX_DETAIL_CHARS)] = None
     replay: str | None = None
 
     @model_validator(mode="before")
@@ -113,15 +108,14 @@ class Verdict(BaseModel):
             return {**data, "kind": data["hallucination"]}
         return data
 
-    @field_validator("reason")
     @classmethod
-    def _bounded_reason(cls, v: str) -> str:
-        return clip(v, MAX_REASON_CHARS)
-
-    @field_validator("question")
-    @classmethod
-    def _bounded_question(cls, v: str | None) -> str | None:
-        return None if v is None else clip(v, MAX_DETAIL_CHARS)
+    def on(cls, call: Any, action: Action, *, hallucination: HallucinationType | None = None,
+           kind: str | None = None, reason: str = "", evidence: tuple[Evidence, ...] = (),
+           question: str | None = None, replay: str | None = None) -> Verdict:
+        """The verdict on ``call`` (any object with ``id`` and ``name``: a proposed call)."""
+        return cls(tool_call_id=call.id, tool_name=call.name, action=action,
+                   hallucination=hallucination, kind=kind, reason=reason, evidence=evidence,
+                   question=question, replay=replay)
 
     @property
     def allowed(self) -> bool:

@@ -208,10 +208,8 @@ class ContentDetector(Detector):
             if plain
             else f"Could you give me the details {call.name} needs?"
         )
-        return Verdict(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            action="ask_user",
+        return Verdict.on(
+            call, "ask_user",
             hallucination="content",
             reason=(
                 f"Not executed: the value(s) of {names} for '{call.name}' do not appear in the "

@@ -97,10 +97,8 @@ class FormatDetector(Detector):
     def _verdict(self, call: ProposedCall, evidence: list[Evidence], spec: ToolSpec) -> Verdict:
         problems = "; ".join(e.detail for e in evidence)
         expected = _signature(spec)
-        return Verdict(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            action="block",
+        return Verdict.on(
+            call, "block",
             hallucination="format",
             reason=(
                 f"Error: the arguments of '{call.name}' do not match its schema: {problems}. "
@@ -160,22 +158,15 @@ def _path(parts: Any) -> str:
     return out
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
+    (str, "string"), (list, "array"), (dict, "object"))
+"""Python type -> JSON Schema type name, in the order checked (``bool`` before ``int``)."""
+
+
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for t, name in _JSON_TYPES if isinstance(value, t)),
+                type(value).__name__)
 
 
 def _signature(spec: ToolSpec) -> str:

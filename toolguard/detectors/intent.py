@@ -141,10 +141,8 @@ class IntentDetector(Detector):
                                 else "the judge finds no sign that it serves the request")
         effect = "changes something" if spec.effects == "write" else "may change something"
         score = result.score if result.score is not None and 0.0 <= result.score <= 1.0 else None
-        return Verdict(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            action="ask_user",
+        return Verdict.on(
+            call, "ask_user",
             kind="intent",
             reason=(f"Not executed: {shown} {effect}, and the user's request ({shown_goal!r}) "
                     f"does not ask for it ({why}). Only the user decides what this run may "

@@ -229,10 +229,8 @@ def _steering_values(param: str, value: Any) -> list[tuple[str, ValueKind]]:
 
 def _verdict(call: ProposedCall, path: str, value: str, source: str) -> Verdict:
     shown = value if len(value) <= 80 else value[:77] + "..."
-    return Verdict(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        action="ask_user",
+    return Verdict.on(
+        call, "ask_user",
         kind="provenance",
         reason=(f"Not executed: {shown!r} for '{path}' of '{call.name}' comes from the output "
                 f"of '{source}', not from the user, and would decide where this action "

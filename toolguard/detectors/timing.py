@@ -95,10 +95,8 @@ class TimingDetector(Detector):
         else:
             what = ("already ran successfully with these exact arguments; running it again "
                     "would repeat its effect")
-        return Verdict(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            action="block",
+        return Verdict.on(
+            call, "block",
             hallucination="timing",
             reason=(
                 f"Not executed: '{call.name}' {what}. Use the earlier result below "

@@ -101,10 +101,8 @@ class TypeDetector(Detector):
         close = process.extractOne(call.name, names, score_cutoff=80) if names else None
         hint = f" Did you mean '{close[0]}'?" if close else ""
         shown = names if len(names) <= 40 else [*names[:40], f"... ({len(names)} tools)"]
-        return Verdict(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            action="block",
+        return Verdict.on(
+            call, "block",
             hallucination="type",
             reason=f"Error: {call.name!r} is not a valid tool, try one of [{', '.join(shown)}]."
             + hint,
@@ -139,19 +137,15 @@ class TypeDetector(Detector):
         )
         if result.alternatives:
             alts = ", ".join(f"'{a}'" for a in result.alternatives)
-            return Verdict(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                action="block",
+            return Verdict.on(
+                call, "block",
                 hallucination="type",
                 reason=f"Not executed: '{call.name}' does not fit the user's request "
                 f"({result.reason}). Consider {alts} instead.",
                 evidence=evidence,
             )
-        return Verdict(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            action="change_tools",
+        return Verdict.on(
+            call, "change_tools",
             hallucination="type",
             reason=f"Not executed: no available tool fits the user's request ({result.reason}). "
             "Tell the user this cannot be done with the current tools.",
