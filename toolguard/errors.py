@@ -21,6 +21,7 @@ __all__ = [
     "LoopDetectedError",
     "ToolSpecError",
     "ToolguardError",
+    "at_least",
 ]
 
 
@@ -61,3 +62,14 @@ class LoopDetectedError(ToolguardError, RuntimeError):
     def __init__(self, message: str, *, verdict: Any = None) -> None:
         super().__init__(message)
         self.verdict = verdict
+
+
+def at_least(name: str, value: object, bound: int) -> None:
+    """Check an integer option.
+
+    Raises:
+        ConfigurationError: ``value`` is not an integer ``>= bound`` (the message states the
+            bound and the value given).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < bound:
+        raise ConfigurationError(f"{name} must be an integer >= {bound}, got {value!r}")

@@ -102,7 +102,7 @@ from toolguard.conversation import (
     marked_tool_message,
     toolguard_mark,
 )
-from toolguard.errors import ConfigurationError
+from toolguard.errors import ConfigurationError, at_least
 from toolguard.specs import ToolSpec
 from toolguard.types import clip
 
@@ -389,11 +389,11 @@ class LoopGuard:
         tools: Iterable[Any] | None = None,
         kinds: Iterable[LoopKind] | None = None,
     ) -> None:
-        _at_least("max_repeats", max_repeats, 1)
-        _at_least("max_unknown_tool_calls", max_unknown_tool_calls, 1)
-        _at_least("no_progress_window", no_progress_window, 1)
-        _at_least("oscillation_cycles", oscillation_cycles, 2)
-        _at_least("max_nudges", max_nudges, 0)
+        at_least("max_repeats", max_repeats, 1)
+        at_least("max_unknown_tool_calls", max_unknown_tool_calls, 1)
+        at_least("no_progress_window", no_progress_window, 1)
+        at_least("oscillation_cycles", oscillation_cycles, 2)
+        at_least("max_nudges", max_nudges, 0)
         try:
             periods = tuple(oscillation_periods)
         except TypeError:
@@ -739,11 +739,6 @@ def _nothing_new_again(now: _Call, before: _Call, specs: Mapping[str, ToolSpec])
     return before.status == "ok" and before.digest == now.digest
 
 
-def _at_least(name: str, value: Any, bound: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < bound:
-        raise ConfigurationError(f"{name} must be an integer >= {bound}, got {value!r}")
-
-
 def _thresholds(
     given: Mapping[str, int | ToolThresholds] | None,
 ) -> dict[str, dict[str, int]]:
@@ -762,7 +757,7 @@ def _thresholds(
         else:
             entry = {"max_repeats": value, "no_progress_window": value}
         for key, bound in entry.items():
-            _at_least(f"tool_thresholds[{tool!r}][{key!r}]", bound, 1)
+            at_least(f"tool_thresholds[{tool!r}][{key!r}]", bound, 1)
         out[str(tool)] = {k: int(v) for k, v in entry.items()}
     return out
 

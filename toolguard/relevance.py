@@ -28,7 +28,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict
 
-from toolguard.errors import ConfigurationError
+from toolguard.errors import ConfigurationError, at_least
 from toolguard.judge import LLMJudge
 from toolguard.specs import ToolSpec
 from toolguard.text import content_stems, split_identifier
@@ -191,10 +191,8 @@ class LexicalRelevanceJudge(RelevanceJudge):
         flag_no_match: bool = False,
         min_request_terms: int = 4,
     ) -> None:
-        if min_alternative_score < 1:
-            raise ConfigurationError("min_alternative_score must be >= 1")
-        if min_request_terms < 1:
-            raise ConfigurationError("min_request_terms must be >= 1")
+        at_least("min_alternative_score", min_alternative_score, 1)
+        at_least("min_request_terms", min_request_terms, 1)
         self.min_alternative_score = min_alternative_score
         self.flag_no_match = flag_no_match
         self.min_request_terms = min_request_terms

@@ -46,7 +46,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from langchain_core.cross_encoders import BaseCrossEncoder
 
 from toolguard.conversation import Conversation, MessagesLike
-from toolguard.errors import ConfigurationError, InputError
+from toolguard.errors import ConfigurationError, InputError, at_least
 from toolguard.relevance import RelevanceJudge, RelevanceResult
 from toolguard.specs import ToolSpec
 from toolguard.text import split_identifier
@@ -416,12 +416,9 @@ class LearnedVerifier(BaseCrossEncoder):
         batch_size: int = 32,
         cache_size: int = 4096,
     ) -> None:
-        if max_length < 16:
-            raise ConfigurationError("max_length must be >= 16")
-        if batch_size < 1:
-            raise ConfigurationError("batch_size must be >= 1")
-        if cache_size < 0:
-            raise ConfigurationError("cache_size must be >= 0")
+        at_least("max_length", max_length, 16)
+        at_least("batch_size", batch_size, 1)
+        at_least("cache_size", cache_size, 0)
         self.max_length = max_length
         self.batch_size = batch_size
         self.cache_size = cache_size
