@@ -41,6 +41,8 @@ Level = Literal["base", "evol"]
 """CRITICTOOL's base data or its evolved (harder, longer-context) data."""
 Mode = Literal["llm", "skip", "finish"]
 """CriticTool's prompt modes: ``llm`` for internal errors, ``skip``/``finish`` for external."""
+ExternalMode = Literal["skip", "finish"]
+"""The modes of an external (environment) error."""
 ErrorType = Literal[
     "tool_select_error", "tool_hallucination_error", "parameters_key_error",
     "parameters_value_error",
@@ -105,6 +107,17 @@ class CriticToolRecord:
         messages = [dict(m) for m in self.query_prompt]
         messages[0]["content"] = insert_system_prompt(messages[0]["content"], mode, cot=self.cot)
         return messages
+
+    def external(self, mode: Mode) -> tuple[ExternalMode, list[dict[str, str]],
+                                            dict[str, Any], str]:
+        """``(mode, prompt, first gold call, the environment's error)`` of an external record.
+
+        Raises:
+            ValueError: If ``mode`` is not ``skip`` or ``finish`` (an external error's modes).
+        """
+        if mode == "skip" or mode == "finish":
+            return mode, self.prompt(mode), self.ground_truth[0], self.query_prompt[-1]["content"]
+        raise ValueError(f"external mode must be 'skip' or 'finish', got {mode!r}")
 
 
 # ---------------------------------------------------------------------------- CriticTool's parsers

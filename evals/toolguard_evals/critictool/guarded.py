@@ -119,11 +119,7 @@ async def agent_external(record: CriticToolRecord, mode: Mode, specs: Sequence[A
     Raises:
         ValueError: If ``mode`` is not ``skip`` or ``finish``.
     """
-    if mode not in ("skip", "finish"):
-        raise ValueError(f"external mode must be 'skip' or 'finish', got {mode!r}")
-    prompt = record.prompt(mode)
-    gold0 = record.ground_truth[0]
-    error = record.query_prompt[-1]["content"]
+    policy, prompt, gold0, error = record.external(mode)
     attempts = 0
 
     def failing(_name: str) -> str:
@@ -133,7 +129,7 @@ async def agent_external(record: CriticToolRecord, mode: Mode, specs: Sequence[A
 
     read_only = {str(gold0["name"])} if record.meta.get("read_only") else set()
     controller = RetryController(
-        RetryPolicy(max_retries=retry_limit, on_failure=mode, read_only_tools=read_only),
+        RetryPolicy(max_retries=retry_limit, on_failure=policy, read_only_tools=read_only),
         sleep=lambda _s: None)
     call = {"name": gold0["name"], "args": gold0["args"] if isinstance(gold0["args"], dict)
             else {}, "id": "call_failed", "type": "tool_call"}

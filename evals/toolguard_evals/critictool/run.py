@@ -287,11 +287,7 @@ def guard_external(record: CriticToolRecord, mode: Mode, *, retry_limit: int = R
         ValueError: If ``mode`` is not ``skip`` or ``finish``.
 
     """
-    if mode not in ("skip", "finish"):
-        raise ValueError(f"external mode must be 'skip' or 'finish', got {mode!r}")
-    prompt = record.prompt(mode)
-    gold0 = record.ground_truth[0]
-    error = record.query_prompt[-1]["content"]
+    policy, prompt, gold0, error = record.external(mode)
     attempts = 0
 
     def failing_tool(request: ToolCallRequest) -> ToolMessage:
@@ -302,7 +298,7 @@ def guard_external(record: CriticToolRecord, mode: Mode, *, retry_limit: int = R
 
     read_only = {str(gold0["name"])} if record.meta.get("read_only") else set()
     controller = RetryController(
-        RetryPolicy(max_retries=retry_limit, on_failure=mode, read_only_tools=read_only),
+        RetryPolicy(max_retries=retry_limit, on_failure=policy, read_only_tools=read_only),
         sleep=lambda _s: None)
     call = {"name": gold0["name"], "args": gold0["args"] if isinstance(gold0["args"], dict)
             else {}, "id": "call_failed"}
