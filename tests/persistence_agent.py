@@ -554,6 +554,38 @@ def check_first_half(report: dict[str, Any]) -> None:
     assert state["kg_grounding"] == ["Carol", "Bob colleague Carol"], state
 
 
+def restart_across_processes(spec: dict[str, Any], log: ToolLog,
+                             resume: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Process A asks (:data:`RESTART_REQUEST`), a new process B resumes with ``resume`` and
+    sends :data:`AGAIN_REQUEST`; the checks both backends share.
+
+    Returns:
+        ``(first, second)``: the two processes' reports.  A asked and ran nothing that
+        sends; B read exactly A's toolguard state, was not interrupted again, sent the email
+        once with the user's values, and every counter went on from A's.
+    """
+    first = run_process({**spec, "kg": True, "threads": {"t": [{"user": RESTART_REQUEST}]}})
+    (asked,) = first["threads"]["t"]["steps"]
+    check_first_half(asked)
+    ran_first = log.read()
+    assert {r["pid"] for r in ran_first} == {first["pid"]}
+    assert "send_email" not in {r["tool"] for r in ran_first}  # nothing sent yet
+
+    second = run_process({**spec, "threads": {"t": [{"resume": resume},
+                                                    {"user": AGAIN_REQUEST}]}})
+    assert second["pid"] != first["pid"]
+    run = second["threads"]["t"]
+    assert run["before"] == asked["state"]  # the new process reads what the first one left
+    resumed, again = run["steps"]
+    assert resumed["interrupts"] == [] and again["interrupts"] == []
+    sends = [r for r in log.read() if r["tool"] == "send_email"]
+    assert sends == [{"tool": "send_email", "args": SENT, "pid": second["pid"]}]
+    check_kept_counting(asked["state"], resumed["state"], again["state"])
+    check_same_as_reference([first["threads"]["t"], run], reference_run(
+        [[{"user": RESTART_REQUEST}], [{"resume": resume}, {"user": AGAIN_REQUEST}]]))
+    return first, second
+
+
 def check_kept_counting(first: dict[str, Any], resumed: dict[str, Any],
                         again: dict[str, Any]) -> None:
     """Counters after the resume and after one more turn went on from the first process's."""

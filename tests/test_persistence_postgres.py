@@ -52,6 +52,7 @@ from persistence_agent import (
     open_async_backend,
     open_backend,
     reference_run,
+    restart_across_processes,
     run_process,
     run_thread,
     scripted_model,
@@ -121,27 +122,9 @@ def test_the_server_runs_unprivileged_on_a_private_socket_and_is_deleted_after(
 def test_ask_user_asked_in_one_process_is_answered_by_a_new_process(
         dsn: str, tmp_path: Path) -> None:
     log = ToolLog(tmp_path / "tools.jsonl")
-    first_steps = [{"user": RESTART_REQUEST}]
-    second_steps = [{"resume": RESTART_ANSWER}, {"user": AGAIN_REQUEST}]
-    spec = {"backend": "postgres", "target": dsn, "log": str(log.path)}
-    first = run_process({**spec, "kg": True, "threads": {"t": first_steps}})
-    (asked,) = first["threads"]["t"]["steps"]
-    check_first_half(asked)
-    ran_first = log.read()
-    assert {r["pid"] for r in ran_first} == {first["pid"]}
-    assert "send_email" not in {r["tool"] for r in ran_first}  # nothing sent yet
-
-    second = run_process({**spec, "threads": {"t": second_steps}})
-    assert second["pid"] != first["pid"]
-    run = second["threads"]["t"]
-    assert run["before"] == asked["state"]  # the new process reads what the first one left
-    resumed, again = run["steps"]
-    assert resumed["interrupts"] == [] and again["interrupts"] == []
-    sends = [r for r in log.read() if r["tool"] == "send_email"]
-    assert sends == [{"tool": "send_email", "args": SENT, "pid": second["pid"]}]
-    check_kept_counting(asked["state"], resumed["state"], again["state"])
-    check_same_as_reference([first["threads"]["t"], run],
-                            reference_run([first_steps, second_steps]))
+    _, second = restart_across_processes(
+        {"backend": "postgres", "target": dsn, "log": str(log.path)}, log, RESTART_ANSWER)
+    (_, again) = second["threads"]["t"]["steps"]
     # and a third reader (this process) finds the same, with every call answered once
     (values,) = final_values(dsn, "t")
     assert toolguard_state(values) == again["state"]

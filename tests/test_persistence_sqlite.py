@@ -34,6 +34,7 @@ from persistence_agent import (
     open_async_backend,
     open_backend,
     reference_run,
+    restart_across_processes,
     run_process,
     summary,
     toolguard_state,
@@ -54,29 +55,12 @@ def test_ask_user_asked_in_one_process_is_answered_by_a_new_process(
     log = ToolLog(tmp_path / "tools.jsonl")
     edit = {"decisions": [{"type": "edit",
                            "edited_action": {"name": "send_email", "args": SENT}}]}
-    first_steps = [{"user": RESTART_REQUEST}]
-    second_steps = [{"resume": edit}, {"user": AGAIN_REQUEST}]
-    spec = {"backend": "sqlite", "target": database, "log": str(log.path)}
-    first = run_process({**spec, "kg": True, "threads": {"t": first_steps}})
-    (asked,) = first["threads"]["t"]["steps"]
-    check_first_half(asked)
-    ran_first = log.read()
-    assert {r["pid"] for r in ran_first} == {first["pid"]}
-    assert "send_email" not in {r["tool"] for r in ran_first}  # nothing sent yet
-
-    second = run_process({**spec, "threads": {"t": second_steps}})
-    assert second["pid"] != first["pid"]
-    run = second["threads"]["t"]
-    assert run["before"] == asked["state"]  # the new process reads what the first one left
-    resumed, again = run["steps"]
-    assert resumed["interrupts"] == [] and again["interrupts"] == []
-    sends = [r for r in log.read() if r["tool"] == "send_email"]
-    assert sends == [{"tool": "send_email", "args": SENT, "pid": second["pid"]}]
+    _, second = restart_across_processes(
+        {"backend": "sqlite", "target": database, "log": str(log.path)}, log, edit)
+    resumed, again = second["threads"]["t"]["steps"]
     # an edit runs the asked call itself: no second model call, nothing checked again
-    assert resumed["state"]["toolguard"]["checked"] == asked["state"]["toolguard"]["checked"]
-    check_kept_counting(asked["state"], resumed["state"], again["state"])
-    check_same_as_reference([first["threads"]["t"], run],
-                            reference_run([first_steps, second_steps]))
+    assert resumed["state"]["toolguard"]["checked"] == second["threads"]["t"]["before"][
+        "toolguard"]["checked"]
     with open_backend("sqlite", database) as (saver, store):
         values = build_agent(saver, store, log).get_state(config("t")).values
     assert toolguard_state(values) == again["state"]
