@@ -10,6 +10,7 @@ scores are chosen, through ``create_agent`` and the middleware, sync and async.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ from toolguard.verifier import (
     ENV_VAR,
     MAX_CONTEXT_CHARS,
     MAX_GOAL_CHARS,
+    TOOL_FIT_PREFIX,
     TRAIN_COMMAND,
     LearnedRelevanceJudge,
     candidates,
@@ -44,6 +46,7 @@ from toolguard.verifier import (
     resolve_verifier,
     slot_context,
     slot_pair,
+    tool_document,
     tool_fit_pair,
 )
 
@@ -284,6 +287,69 @@ def test_a_loaded_cross_encoder_and_threads(tiny_verifier: Path) -> None:
         LearnedVerifier(42)
 
 
+@pytest.fixture(scope="session")
+def two_model_folder(tiny_verifier: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The layout ``toolguard verifier train`` writes: ``fit/``, ``slot/``, calibration."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    out = tmp_path_factory.mktemp("verifier") / "trained"
+    SentenceTransformer(str(_base_model_dir()), device="cpu").save(str(out / "fit"))
+    shutil.copytree(tiny_verifier, out / "slot")
+    (out / "calibration.json").write_text(json.dumps(
+        {"tool_fit": {"threshold": 0.3}, "slot": {"threshold": 0.45}}), encoding="utf-8")
+    return out
+
+
+def test_a_trained_folder_scores_fit_by_cosine_and_slots_by_cross_encoder(
+        two_model_folder: Path, tiny_verifier: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    verifier = LearnedVerifier(two_model_folder)
+    assert verifier.thresholds == {"fit_threshold": 0.3, "slot_threshold": 0.45}
+    pairs = [p for p, _ in TRAIN_PAIRS]
+    scores = verifier.score(pairs)
+    bi = SentenceTransformer(str(two_model_folder / "fit"), device="cpu")
+    (query, doc), _ = TRAIN_PAIRS[0]
+    goal_v, doc_v = bi.encode([query.removeprefix(TOOL_FIT_PREFIX), doc],
+                              normalize_embeddings=True)
+    assert scores[0] == pytest.approx(max(0.0, float(goal_v @ doc_v)), abs=1e-5)
+    slot_only = LearnedVerifier(tiny_verifier).score(pairs[8:])
+    assert scores[8:] == pytest.approx(slot_only, abs=1e-5)
+    # each text is encoded once: a goal against more tools costs no new goal encoding
+    seen: list[str] = []
+    real = verifier.load_fit().encode
+    monkeypatch.setattr(verifier.load_fit(), "encode",
+                        lambda texts, **kw: (seen.extend(texts), real(texts, **kw))[1])
+    goal = "Send 50 EUR to ACC-2"
+    fresh = [ToolSpec.from_openai({"name": name, "description": f"{name} tool.",
+                                   "parameters": {"type": "object", "properties": {}}})
+             for name in ("list_cards", "close_account")]
+    verifier.score([tool_fit_pair(goal, t) for t in fresh])
+    assert seen == [tool_document(t) for t in fresh]  # the goal was cached: two documents
+    # the calibrated thresholds are the components' defaults; an explicit option wins
+    pre = Precheck(BANK, mode="learned", verifier=two_model_folder)
+    assert (pre.fit_threshold, pre.slot_threshold) == (0.3, 0.45)
+    assert Precheck(BANK, mode="learned", verifier=two_model_folder,
+                    fit_threshold=0.6).fit_threshold == 0.6
+    assert LearnedRelevanceJudge(two_model_folder).min_fit == 0.3
+
+
+def test_a_bad_calibration_file_is_a_clear_error(two_model_folder: Path,
+                                                  tmp_path: Path) -> None:
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(two_model_folder, broken)
+    for text, why in (('{"tool_fit": {"threshold": 7}}', r"fit_threshold must be in \[0, 1\]"),
+                      ('{"tool_fit": {}}', "not a verifier calibration"),
+                      ("[1, 2]", "not a verifier calibration")):
+        (broken / "calibration.json").write_text(text, encoding="utf-8")
+        with pytest.raises(ConfigurationError, match=why):
+            LearnedVerifier(broken)
+
+
 def test_env_var_names_the_verifier_for_precheck_and_guard(
         tiny_verifier: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_VAR, str(tiny_verifier))
@@ -315,7 +381,7 @@ def test_learned_mode_without_a_model_names_the_train_command(no_env: None,
             make()
     with pytest.raises(ConfigurationError, match="neither a model folder nor a hub id"):
         Precheck(BANK, mode="learned", verifier=tmp_path / "nothing-here")
-    with pytest.raises(ConfigurationError, match=r"without config\.json"):
+    with pytest.raises(ConfigurationError, match=r"folder without a model"):
         Precheck(BANK, mode="learned", verifier=tmp_path)
     with pytest.raises(ConfigurationError, match="mode='learned' only"):
         Precheck(BANK, verifier=ChosenScores({}))

@@ -24,7 +24,11 @@ from toolguard_evals.abstain import load_relytoolbench, run  # noqa: E402
 from toolguard_evals.cli import app  # noqa: E402
 from toolguard_evals.verifier.data import training_examples  # noqa: E402
 from toolguard_evals.verifier.report import case_split, three_way  # noqa: E402
-from toolguard_evals.verifier.train import calibrate, cap_per_source  # noqa: E402
+from toolguard_evals.verifier.train import (  # noqa: E402
+    calibrate,
+    calibrate_relevance,
+    cap_per_source,
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +40,15 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_train_writes_model_card_and_calibration(trained: Path) -> None:
-    assert (trained / "model" / "config.json").is_file()
+    assert (trained / "fit" / "config.json").is_file()  # the tool-fit bi-encoder
+    assert (trained / "slot" / "config.json").is_file()  # the slot cross-encoder
     card = json.loads((trained / "data_card.json").read_text(encoding="utf-8"))
     assert card["size"] == "ci" and card["seed"] == 0
     assert "all-MiniLM-L6-v2" in card["base_model"]
     assert card["hyper_parameters"]["epochs"] == 1
     assert set(card["counts"]["by_split"]) == {"train", "dev"}
     assert card["n_train_pairs"] == card["counts"]["by_split"]["train"]["total"]
+    assert card["hyper_parameters"]["fit_per_source"] == 16
     assert card["sources"]["evaluation_only"]["dialogues"] == ["mail", "shop", "helpdesk",
                                                                "stocks", "repo"]
     assert 0 < card["wall_seconds"] < 600
@@ -65,10 +71,27 @@ def test_trained_folder_loads_as_the_library_verifier(trained: Path) -> None:
                                  "parameters": {"type": "object",
                                                 "properties": {"city": {"type": "string"}},
                                                 "required": ["city"]}})
-    verifier = LearnedVerifier(trained / "model")
-    scores = verifier.score([tool_fit_pair("What's the weather in Oslo?", tool),
-                             slot_pair("User: What's the weather in Oslo?", tool, "city")])
-    assert len(scores) == 2 and all(0.0 <= s <= 1.0 for s in scores)
+    verifier = LearnedVerifier(trained)
+    calibration = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
+    assert verifier.thresholds == {"fit_threshold": calibration["tool_fit"]["threshold"],
+                                   "slot_threshold": calibration["slot"]["threshold"]}
+    fit = tool_fit_pair("What's the weather in Oslo?", tool)
+    slot = slot_pair("User: What's the weather in Oslo?", tool, "city")
+    scores = verifier.score([fit, slot, fit])
+    assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
+    assert scores[0] == scores[2]
+    # tool fit is the bi-encoder's cosine: the same as encoding both texts by hand
+    from sentence_transformers import SentenceTransformer
+
+    bi = SentenceTransformer(str(trained / "fit"), device="cpu")
+    goal, doc = bi.encode([fit[0].removeprefix("tool fit: "), fit[1]], normalize_embeddings=True)
+    assert scores[0] == pytest.approx(max(0.0, float(goal @ doc)), abs=1e-5)
+    # a Precheck built on the folder takes its calibrated thresholds
+    from toolguard import Precheck
+
+    check = Precheck([tool], mode="learned", verifier=trained)
+    assert (check.fit_threshold, check.slot_threshold) == (
+        verifier.thresholds["fit_threshold"], verifier.thresholds["slot_threshold"])
 
 
 def test_learned_abstain_report_reads_the_calibrated_thresholds(trained: Path) -> None:
@@ -76,7 +99,7 @@ def test_learned_abstain_report_reads_the_calibrated_thresholds(trained: Path) -
     report = run(cases, mode="learned", verifier=trained)
     calibration = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
     assert report["learned"]["fit_threshold"] == calibration["tool_fit"]["threshold"]
-    assert report["learned"]["verifier"] == str(trained / "model")
+    assert report["learned"]["verifier"] == str(trained)
     assert report["three_way"]["n"] == len(cases) == 18
     assert "eval" in report["by_split"] and "none" in report["by_split"]
     assert report["by_split"]["eval"]["n"] == sum(case_split(c) == "eval" for c in cases) == 6
@@ -104,3 +127,16 @@ def test_calibration_on_dev_keeps_false_abstains_bounded() -> None:
     assert first["threshold"] == 0.01 and first["recall"] == 0.0
     at_half = next(r for r in out["tool_fit"]["curve"] if r["threshold"] == 0.5)
     assert at_half["precision"] == 1.0 and at_half["recall"] == 1.0
+    # relevance: every wrong tool of a request a gold tool fits is blocked, no gold tool is
+    relevance = out["relevance"]
+    assert relevance["recall_dev"] == 1.0 and relevance["false_block_dev"] == 0.0
+    assert 0.1 < relevance["min_fit"] <= 0.9 and relevance["n_wrong"] > 0
+
+
+def test_relevance_calibration_keeps_false_blocks_within_the_bound() -> None:
+    examples = [e for e in cap_per_source(training_examples("ci"), 16, 0)
+                if e.split == "dev" and e.kind == "tool_fit"]
+    # a scorer that ranks the tools of every request backwards: gold 0.2, wrong 0.8
+    backwards = calibrate_relevance(examples, [0.2 if e.label else 0.8 for e in examples])
+    assert backwards["false_block_dev"] <= 0.01
+    assert backwards["recall_dev"] == 0.0 and backwards["min_fit"] == 0.0

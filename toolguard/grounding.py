@@ -10,7 +10,8 @@ costs the size of the value, not of the history:
   matches ``Jane Smith`` and ``2024-05-01`` matches ``20240501``;
 - **numbers**, **dates** and **clock times** (:mod:`toolguard.values`), and the numbers of
   tool results, so an arithmetic step over them is checked on demand;
-- **records** of tool results (one JSON object, or one line) for provenance checks;
+- **records** of tool results for provenance checks: one record per result, the whole
+  text (JSON, YAML or prose alike), never a line or an object on its own;
 - a **prefix index** of tokens (first two letters) for typo and abbreviation candidates.
 
 Every entry carries a bit mask of :data:`SOURCE_BITS` (user, system, tool result, outside
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import importlib
 import itertools
 import json
 import operator
@@ -29,7 +31,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from toolguard.records import SourcedText
 from toolguard.values.dates import (
@@ -79,8 +81,6 @@ TRUSTED = SOURCE_BITS["user"] | SOURCE_BITS["system"] | SOURCE_BITS["grounding"]
 GROUNDING_MASK = TRUSTED | SOURCE_BITS["tool"]
 """Sources that ground a value (everything but the assistant's own words)."""
 
-MAX_RECORDS = 200
-"""Records (JSON objects or lines) of one tool result indexed for provenance checks."""
 MAX_RESULT_NUMBERS = 40
 """Tool-result numbers an arithmetic step may start from (the most recent ones)."""
 
@@ -89,27 +89,6 @@ _CODE_TOKEN = re.compile(r"(?<![\w$])(?!(?:" + "|".join(UNCODED_CAPITALS) + r")\
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-def _json_records(value: object, out: list[str], depth: int) -> None:
-    """Flatten JSON into records: the scalar values of each object, one record per object."""
-    if len(out) >= MAX_RECORDS or depth > 20:
-        return
-    if isinstance(value, dict):
-        scalars = [str(v) for v in value.values() if not isinstance(v, (dict, list))]
-        if scalars:
-            out.append(" ".join(scalars))
-        for v in value.values():
-            if isinstance(v, (dict, list)):
-                _json_records(v, out, depth + 1)
-    elif isinstance(value, list):
-        if value and all(not isinstance(v, (dict, list)) for v in value):
-            out.append(" ".join(str(v) for v in value))
-        else:
-            for v in value:
-                _json_records(v, out, depth + 1)
-    else:
-        out.append(str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +140,9 @@ class GroundingIndex:
 
     Attributes:
         texts_added: Number of texts added so far (callers extend from here).
+        records: One per tool result (its tokens of 2+ characters); ``record_tools``,
+            ``record_texts`` and ``record_positions`` (the index of its ``ToolMessage`` in
+            the conversation) give each one's tool, text and place.
     """
 
     tokens: dict[str, int] = field(default_factory=dict)
@@ -188,6 +170,8 @@ class GroundingIndex:
     record_result: list[int] = field(default_factory=list)
     result_records: dict[int, list[int]] = field(default_factory=dict)
     record_texts: list[str] = field(default_factory=list)
+    record_positions: list[int] = field(default_factory=list)
+    _record_fields: dict[int, frozenset[tuple[str, ...]]] = field(default_factory=dict)
     _marks: dict[Callable[[str], bool], tuple[int, set[int]]] = field(default_factory=dict)
     token_records: dict[str, list[int]] = field(default_factory=dict)
     texts_added: int = 0
@@ -309,7 +293,7 @@ class GroundingIndex:
 
     def _index_records(self, ordinal: int, text: SourcedText, bit: int, has_num: bool) -> None:
         if text.source == "tool":
-            self._add_records(text.text, text.tool, ordinal)
+            self._add_record(text, ordinal)
 
     @property
     def relative_dates(self) -> int:
@@ -323,27 +307,36 @@ class GroundingIndex:
         self.ensure("numbers")
         return self._arithmetic_cues
 
-    def _add_records(self, text: str, tool: str | None, ordinal: int) -> None:
-        """Index a tool result's records (JSON objects, else lines) for provenance checks."""
-        try:
-            parsed = json.loads(text) if text[:1] in "[{" else None
-        except (ValueError, RecursionError):
-            parsed = None
-        chunks: list[str] = []
-        if parsed is not None:
-            _json_records(parsed, chunks, 0)
-        else:
-            chunks = [ln for ln in text.splitlines() if ln.strip()][:MAX_RECORDS]
-        for chunk in chunks[:MAX_RECORDS]:
-            toks = frozenset(t for t in tokens_of(chunk) if len(t) >= 2)
-            i = len(self.records)
-            self.records.append(toks)
-            self.record_tools.append(tool)
-            self.record_result.append(ordinal)
-            self.result_records.setdefault(ordinal, []).append(i)
-            self.record_texts.append(chunk)
-            for t in toks:
-                self.token_records.setdefault(t, []).append(i)
+    def _add_record(self, text: SourcedText, ordinal: int) -> None:
+        """Index a tool result as one record: its whole text, whatever its format.
+
+        A record judged line by line lets a value on a line of its own escape the text
+        around it (YAML wraps a sentence); a JSON object judged alone does the same.
+        """
+        toks = frozenset(t for t in tokens_of(text.text) if len(t) >= 2)
+        i = len(self.records)
+        self.records.append(toks)
+        self.record_tools.append(text.tool)
+        self.record_result.append(ordinal)
+        self.record_positions.append(text.index)
+        self.result_records.setdefault(ordinal, []).append(i)
+        self.record_texts.append(text.text)
+        for t in toks:
+            self.token_records.setdefault(t, []).append(i)
+
+    def record_fields(self, i: int) -> frozenset[tuple[str, ...]]:
+        """The short scalar fields of record ``i`` when its text is JSON or YAML (tokens).
+
+        A value that is a whole field of a structured result (an id, an account, a sender)
+        is data the tool returned; one inside a longer text (a subject, a body, a page) is
+        whatever its author wrote.  Fields of up to :data:`MAX_FIELD_TOKENS` tokens count;
+        prose results have none.  Parsed once per record.
+        """
+        done = self._record_fields.get(i)
+        if done is None:
+            done = frozenset(_fields(_parsed(self.record_texts[i])))
+            self._record_fields[i] = done
+        return done
 
     def records_with(self, toks: Iterable[str]) -> list[int]:
         """Indices of tool-result records that contain every token of ``toks``."""
@@ -541,6 +534,44 @@ class GroundingIndex:
         """Adjacent word pairs whose first word starts with ``first`` (grounding sources)."""
         return [(a, b) for (a, b), mask in self.bigrams.items()
                 if a.startswith(first) and mask & GROUNDING_MASK]
+
+
+MAX_FIELD_TOKENS = 8
+"""Tokens of the longest scalar that counts as a field of a structured tool result."""
+_YAML_LINE = re.compile(r"^(?:- |[\w][\w .-]{0,40}: )", re.M)
+
+
+def _parsed(text: str) -> object:
+    """A tool result as JSON or YAML data; ``None`` for prose (or a lone scalar)."""
+    stripped = text.strip()
+    if stripped[:1] in ("[", "{"):
+        try:
+            return json.loads(stripped)
+        except (ValueError, RecursionError):
+            return None
+    if not _YAML_LINE.match(stripped):
+        return None
+    yaml: Any = importlib.import_module("yaml")  # PyYAML, a dependency of langchain-core
+    try:
+        data = yaml.safe_load(stripped)
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, (dict, list)) else None
+
+
+def _fields(data: object, depth: int = 0) -> Iterable[tuple[str, ...]]:
+    if depth > 20:
+        return
+    if isinstance(data, dict):
+        for v in data.values():
+            yield from _fields(v, depth + 1)
+    elif isinstance(data, list):
+        for v in data[:500]:
+            yield from _fields(v, depth + 1)
+    elif data is not None and not isinstance(data, bool):
+        toks = tokens_of(str(data))
+        if 0 < len(toks) <= MAX_FIELD_TOKENS:
+            yield tuple(toks)
 
 
 _FACET_INDEXERS: dict[str, Callable[[GroundingIndex, int, SourcedText, int, bool], None]] = {

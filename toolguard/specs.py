@@ -88,12 +88,17 @@ class ToolSpec:
             (treated as ``False`` unless ``effects`` is ``"read"``).
         open_world: ``True``: the tool reaches entities outside the user's own domain (the
             web, other people): the provenance detector never lets its output endorse a
-            recipient, URL or path; ``False``: a closed domain (the user's own notes or
-            memory): its output may state them unless it carries text addressed to the
-            agent; ``None``: not declared (the detector's default rule).
+            value of a write; ``False``: a closed domain (the user's own notes or memory):
+            a flow the user named may take values from its output; ``None``: not declared
+            (open-world when its call took a URL).
+        accepts_tool_values: ``True``: every parameter is meant to take values from tool
+            output (the provenance detector never asks about them); a tuple: those
+            parameters (a ``reply_to`` that is always the sender being answered);
+            ``False``: none (the default).
 
-    Built from a LangChain tool, ``effects``, ``repeatable``, ``idempotent`` and
-    ``open_world`` come from its metadata (:func:`declared_traits`).
+    Built from a LangChain tool, ``effects``, ``repeatable``, ``idempotent``,
+    ``open_world`` and ``accepts_tool_values`` come from its metadata
+    (:func:`declared_traits`).
 
     A frozen dataclass: change a spec with :meth:`replace`.  Its :attr:`digest` (every
     field, canonical JSON) is computed at construction; specs hash and compare by it, so
@@ -113,6 +118,7 @@ class ToolSpec:
     repeatable: bool = False
     idempotent: bool | None = None
     open_world: bool | None = None
+    accepts_tool_values: bool | tuple[str, ...] = False
     digest: str = field(init=False, repr=False, compare=False)
     """Hex BLAKE2b digest of the spec's content (every field, canonical JSON)."""
     _hash: int = field(init=False, repr=False, compare=False)
@@ -126,9 +132,16 @@ class ToolSpec:
         if self.effects not in ("read", "write", "unknown"):
             raise ToolSpecError(f"effects of {self.name!r} must be 'read', 'write' or "
                                 f"'unknown', got {self.effects!r}")
+        accepts = self.accepts_tool_values
+        if not isinstance(accepts, bool):
+            if isinstance(accepts, str) or not all(isinstance(p, str) for p in accepts):
+                raise ToolSpecError(f"accepts_tool_values of {self.name!r} must be a bool or "
+                                    f"parameter names, got {accepts!r}")
+            object.__setattr__(self, "accepts_tool_values", tuple(accepts))
         digest = _digest_of(["ToolSpec", self.name, self.description, self.parameters,
                              self.effects, self.repeatable, self.idempotent,
-                             self.open_world])
+                             self.open_world]
+                            + ([self.accepts_tool_values] if self.accepts_tool_values else []))
         object.__setattr__(self, "digest", digest)
         object.__setattr__(self, "_hash", int(digest[:16], 16))
 
@@ -147,11 +160,17 @@ class ToolSpec:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec's fields as a plain dict (``ToolSpec(**spec.to_dict())`` rebuilds it)."""
-        return {"name": self.name, "description": self.description,
-                "parameters": self.parameters, "effects": self.effects,
-                "repeatable": self.repeatable, "idempotent": self.idempotent,
-                "open_world": self.open_world}
+        """The spec's fields as a plain dict (``ToolSpec(**spec.to_dict())`` rebuilds it).
+
+        ``accepts_tool_values`` is in it only when declared.
+        """
+        out = {"name": self.name, "description": self.description,
+               "parameters": self.parameters, "effects": self.effects,
+               "repeatable": self.repeatable, "idempotent": self.idempotent,
+               "open_world": self.open_world}
+        if self.accepts_tool_values:
+            out["accepts_tool_values"] = self.accepts_tool_values
+        return out
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -323,6 +342,8 @@ def declared_traits(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
                                                                  idempotent
     ``repeatable``  ``repeatable`` (bool)                        (none)
     ``open_world``  ``open_world`` (bool)                        ``openWorldHint``
+    (the same)      ``accepts_tool_values``: ``True`` or a list  (none)
+                    of parameter names
     ==============  ===========================================  =========================
 
     ``destructiveHint`` (destructive vs additive updates) only marks a tool ``"write"``:
@@ -344,7 +365,8 @@ def declared_traits(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
 
     Returns:
         The declared fields only, any of ``{"effects": Effects, "idempotent": bool,
-        "repeatable": bool, "open_world": bool}``; ``{}`` when nothing is declared.
+        "repeatable": bool, "open_world": bool, "accepts_tool_values": bool | tuple}``;
+        ``{}`` when nothing is declared.
     """
     if not metadata:
         return {}
@@ -370,6 +392,11 @@ def declared_traits(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     for key in ("idempotent", "repeatable", "open_world"):
         if key in metadata and metadata[key] is not None:
             out[key] = bool(metadata[key])
+    accepts = metadata.get("accepts_tool_values")
+    if isinstance(accepts, bool):
+        out["accepts_tool_values"] = accepts
+    elif isinstance(accepts, (list, tuple, set, frozenset)):
+        out["accepts_tool_values"] = tuple(str(p) for p in accepts)
     return out
 
 

@@ -1,4 +1,4 @@
-"""The learned verifier: one small cross-encoder for tool fit and slot presence.
+"""The learned verifier: tool fit and slot presence, judged by small trained encoders.
 
 Two questions need meaning, not word overlap:
 
@@ -9,12 +9,22 @@ Two questions need meaning, not word overlap:
   derivable from it?  Pair: (:func:`slot_context`, one required parameter's name,
   description and type, and its tool) -> :func:`slot_pair`.
 
-**One model, two tasks.**  A trained verifier is one sentence-transformers ``CrossEncoder``
-(saved folder, ``num_labels=1``, sigmoid score in ``[0, 1]``).  The task is named by a
-prefix of the query text: :data:`TOOL_FIT_PREFIX` (``"tool fit: "``) or
+**One interface, two models.**  Every judgment goes through ``score(text_pairs)`` (LangChain's
+``BaseCrossEncoder`` shape), one score in ``[0, 1]`` per ``(query, document)`` pair; the task
+is named by a prefix of the query text: :data:`TOOL_FIT_PREFIX` (``"tool fit: "``) or
 :data:`SLOT_PREFIX` (``"slot: "``).  Labels: ``1`` = the tool fits / a value is present,
-``0`` = it does not / absent.  Training (``toolguard verifier train``) builds its pairs with
-exactly these functions, so what the model sees at run time is what it was trained on.
+``0`` = it does not / absent.  What ``toolguard verifier train`` writes holds two models:
+
+- ``fit/``: a sentence-transformers bi-encoder (all-MiniLM-L6-v2 fine-tuned on tool-fit
+  pairs).  The score is the cosine of the goal's and the tool document's embeddings, clipped
+  to ``[0, 1]``.  Embeddings are cached per text, so a tool set's documents are encoded once
+  and a goal once per turn: a decision over N tools costs one forward pass, not N.
+- ``slot/``: a sentence-transformers ``CrossEncoder`` (``num_labels=1``, sigmoid score)
+  for slot presence, which needs the context and the parameter read together.
+
+A single ``CrossEncoder`` folder, a hub id or any object with ``score`` answers both tasks
+in place of ours.  Training builds its pairs with exactly these functions, so what the
+models see at run time is what they were trained on.
 
 Lengths are bounded in characters before tokenisation (:data:`MAX_GOAL_CHARS`,
 :data:`MAX_CONTEXT_CHARS`, :data:`MAX_TOOL_CHARS`), so the pair fits the encoder's
@@ -26,9 +36,9 @@ tokenizer cutting whatever is longest from the end.
 (:class:`LearnedRelevanceJudge`) name a trained folder with ``verifier=`` or the
 :data:`ENV_VAR` environment variable; without one they raise
 :class:`~toolguard.errors.ConfigurationError` naming :data:`TRAIN_COMMAND`.  The operating
-points (:data:`FIT_THRESHOLD`, :data:`SLOT_THRESHOLD`, :data:`RELEVANCE_MARGIN`) are
-defaults of the constructors, chosen for "when unsure, proceed".  A cross-encoder reads
-every (goal, tool) pair anew: its cost grows with the tools scored (``top_k`` bounds them).
+points are the trained folder's (``calibration.json``: chosen on the training sources' dev
+split for "when unsure, proceed"); an explicit option or, for a model without them, the
+constants :data:`FIT_THRESHOLD`, :data:`SLOT_THRESHOLD`, :data:`RELEVANCE_MARGIN` apply.
 """
 
 from __future__ import annotations
@@ -78,6 +88,7 @@ __all__ = [
     "tool_document",
     "tool_fit_pair",
     "tool_fit_pairs",
+    "verifier_thresholds",
 ]
 
 TOOL_FIT_PREFIX = "tool fit: "
@@ -363,10 +374,17 @@ _LOADED_LOCK = threading.Lock()
 _PREDICT_LOCK = threading.Lock()
 """One forward pass at a time, process-wide: on a few CPU cores parallel passes only contend."""
 
+FIT_FOLDER = "fit"
+"""Sub-folder of a trained verifier holding the tool-fit bi-encoder."""
+SLOT_FOLDER = "slot"
+"""Sub-folder of a trained verifier holding the slot-presence cross-encoder."""
+CALIBRATION_FILE = "calibration.json"
+"""File of a trained verifier holding its operating points (:attr:`LearnedVerifier.thresholds`)."""
+
 
 def _load_cross_encoder(source: str, max_length: int) -> Any:
     """One sentence-transformers ``CrossEncoder`` per source, shared (CPU, eval mode)."""
-    key = f"{source}\0{max_length}"
+    key = f"ce\0{source}\0{max_length}"
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None:
@@ -382,28 +400,83 @@ def _load_cross_encoder(source: str, max_length: int) -> Any:
         return model
 
 
+def _load_bi_encoder(source: str) -> Any:
+    """One sentence-transformers ``SentenceTransformer`` per source, shared (CPU, eval mode).
+
+    Its saved ``max_seq_length`` (what it was trained with) is kept.
+    """
+    key = f"bi\0{source}"
+    with _LOADED_LOCK:
+        model = _LOADED.get(key)
+        if model is None:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(source, device="cpu")
+            model.eval()
+            _LOADED[key] = model
+        return model
+
+
+class _Cache:
+    """A thread-safe least-recently-used map (``size`` 0: keeps nothing)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Sequence[Any]) -> dict[Any, Any]:
+        found = {}
+        with self._lock:
+            for k in keys:
+                if k in self._items:
+                    found[k] = self._items[k]
+                    self._items.move_to_end(k)
+        return found
+
+    def put_many(self, items: dict[Any, Any]) -> None:
+        if not self.size:
+            return
+        with self._lock:
+            for k, v in items.items():
+                self._items[k] = v
+                self._items.move_to_end(k)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
 class LearnedVerifier(BaseCrossEncoder):
-    """toolguard's learned verifier: a trained cross-encoder scoring tool fit and slot presence.
+    """toolguard's learned verifier: tool fit and slot presence scored as text pairs.
 
     A LangChain ``BaseCrossEncoder``: :meth:`score` takes ``(query, document)`` pairs (from
-    :func:`tool_fit_pair` / :func:`slot_pair`) and returns sigmoid scores in ``[0, 1]``.
-    The model loads on first use (once per process and source, under a lock; ~0.2-1 s on
-    2 cores), on the CPU.  Scores are cached per pair (least recently used dropped), so a
-    goal scored against a tool set once is not scored again within a check or a turn.
+    :func:`tool_fit_pair` / :func:`slot_pair`) and returns scores in ``[0, 1]``.  For a
+    folder that ``toolguard verifier train`` wrote, tool-fit pairs go to its bi-encoder
+    (``fit/``: cosine of embeddings, each text encoded once and cached) and slot pairs to its
+    cross-encoder (``slot/``: sigmoid score, cached per pair); for a single ``CrossEncoder``
+    (a folder, a hub id or a loaded model) both go to it.  Models load on first use (once per
+    process and source, under a lock; ~0.2-1 s on 2 cores), on the CPU.
 
     Args:
-        model: A trained folder (what ``toolguard verifier train`` writes), a Hugging Face
-            hub id (``owner/name``; needs network unless cached), or a sentence-transformers
-            ``CrossEncoder`` already loaded (num_labels=1).  ``None``: the
-            :data:`ENV_VAR` environment variable.
-        max_length: Tokens per pair (query and document together); longer pairs are cut.
-        batch_size: Pairs per forward pass.
-        cache_size: Pair scores kept, >= 0 (0: no cache).
+        model: A trained folder (what ``toolguard verifier train`` writes), a
+            ``CrossEncoder`` folder, a Hugging Face hub id (``owner/name``; needs network
+            unless cached), or a sentence-transformers ``CrossEncoder`` already loaded
+            (num_labels=1).  ``None``: the :data:`ENV_VAR` environment variable.
+        max_length: Tokens per cross-encoder pair (query and document together); longer
+            pairs are cut.  The bi-encoder keeps the length it was trained with.
+        batch_size: Pairs (texts) per forward pass.
+        cache_size: Pair scores, and text embeddings, kept each, >= 0 (0: no cache).
+
+    Attributes:
+        thresholds: The trained folder's operating points, ``{"fit_threshold": float,
+            "slot_threshold": float}`` and, when calibrated, ``relevance_min_fit`` and
+            ``relevance_margin`` (from its ``calibration.json``; empty for another model).
+            ``Precheck`` and :class:`LearnedRelevanceJudge` use them unless given their own.
 
     Raises:
         toolguard.errors.ConfigurationError: No model given and :data:`ENV_VAR` unset, a
-            path that is neither a folder nor a hub id, a folder without ``config.json``,
-            or a bound out of range (at construction); a model with more than one label
+            path that is neither a folder nor a hub id, a folder holding no model, a
+            ``calibration.json`` that is not a JSON object of thresholds in ``[0, 1]``, or a
+            bound out of range (at construction); a cross-encoder with more than one label
             (at load).
         ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra).
     """
@@ -423,7 +496,10 @@ class LearnedVerifier(BaseCrossEncoder):
         self.batch_size = batch_size
         self.cache_size = cache_size
         self._model: Any = None
+        self._fit_model: Any = None
         self.source: str
+        self.fit_source: str | None = None
+        self.thresholds: dict[str, float] = {}
         if model is not None and not isinstance(model, (str, os.PathLike)):
             if not callable(getattr(model, "predict", None)):
                 raise ConfigurationError(
@@ -433,17 +509,23 @@ class LearnedVerifier(BaseCrossEncoder):
             self.source = f"<{type(model).__name__}>"
         else:
             self.source = _resolve_source(model)
+            root = Path(self.source)
+            if (root / FIT_FOLDER / "config.json").is_file():
+                self.fit_source = str(root / FIT_FOLDER)
+                self.source = str(root / SLOT_FOLDER)
+            self.thresholds = _read_thresholds(root)
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise ImportError("the learned verifier needs sentence-transformers and torch: "
                                   "pip install 'toolguard-agents[learned]'")
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._scores = _Cache(cache_size)
+        self._vectors = _Cache(cache_size)
 
     def __repr__(self) -> str:
-        return f"LearnedVerifier({self.source!r})"
+        return f"LearnedVerifier({(self.fit_source or self.source).rsplit(os.sep, 1)[0]!r})"
 
     def load(self) -> Any:
-        """The sentence-transformers ``CrossEncoder``, loaded now if not yet (thread-safe).
+        """The slot (or only) ``CrossEncoder``, loaded now if not yet (thread-safe).
 
         Raises:
             toolguard.errors.ConfigurationError: The model has more than one label.
@@ -455,43 +537,109 @@ class LearnedVerifier(BaseCrossEncoder):
                     self._model = _load_cross_encoder(self.source, self.max_length)
         return self._model
 
-    def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
-        """Sigmoid scores in ``[0, 1]``, one per ``(query, document)`` pair, in order.
+    def load_fit(self) -> Any:
+        """The tool-fit bi-encoder, loaded now if not yet; ``None`` without one.
 
-        Cached pairs are not scored again; the others go through the model in batches of
-        ``batch_size``.  Thread-safe (forward passes are serialised process-wide).
+        Raises:
+            OSError: The folder cannot be read.
+        """
+        if self.fit_source is not None and self._fit_model is None:
+            with self._lock:
+                if self._fit_model is None:
+                    self._fit_model = _load_bi_encoder(self.fit_source)
+        return self._fit_model
+
+    def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+        """Scores in ``[0, 1]``, one per ``(query, document)`` pair, in order.
+
+        Tool-fit pairs (query starting with :data:`TOOL_FIT_PREFIX`) of a trained folder:
+        cosine of the bi-encoder's embeddings, clipped to ``[0, 1]``; other pairs: the
+        cross-encoder's sigmoid.  Cached texts and pairs are not encoded again.
+        Thread-safe (forward passes are serialised process-wide).
         """
         pairs = [(str(q), str(d)) for q, d in text_pairs]
-        scores: dict[tuple[str, str], float] = {}
-        with self._lock:
-            for p in pairs:
-                hit = self._cache.get(p)
-                if hit is not None:
-                    scores[p] = hit
-                    self._cache.move_to_end(p)
+        if self.fit_source is None:
+            return self._cross(pairs)
+        fit = [i for i, (q, _) in enumerate(pairs) if q.startswith(TOOL_FIT_PREFIX)]
+        rest = [i for i, (q, _) in enumerate(pairs) if not q.startswith(TOOL_FIT_PREFIX)]
+        out = [0.0] * len(pairs)
+        for i, s in zip(fit, self._cosine([pairs[i] for i in fit]), strict=True):
+            out[i] = s
+        for i, s in zip(rest, self._cross([pairs[i] for i in rest]), strict=True):
+            out[i] = s
+        return out
+
+    def _cross(self, pairs: list[tuple[str, str]]) -> list[float]:
+        scores = self._scores.get_many(pairs)
         todo = list(dict.fromkeys(p for p in pairs if p not in scores))
         if todo:
             model = self.load()
             with _PREDICT_LOCK:  # a fast tokenizer shared by threads can fail ("Already borrowed")
                 raw = model.predict(todo, batch_size=self.batch_size, show_progress_bar=False,
                                     convert_to_numpy=True)
-            fresh = [float(s) for s in raw.reshape(-1)]
-            with self._lock:
-                for p, s in zip(todo, fresh, strict=True):
-                    scores[p] = s
-                    if self.cache_size:
-                        self._cache[p] = s
-                        self._cache.move_to_end(p)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+            fresh = dict(zip(todo, (float(s) for s in raw.reshape(-1)), strict=True))
+            self._scores.put_many(fresh)
+            scores.update(fresh)
         return [scores[p] for p in pairs]
+
+    def _cosine(self, pairs: list[tuple[str, str]]) -> list[float]:
+        texts = [q[len(TOOL_FIT_PREFIX):] for q, _ in pairs] + [d for _, d in pairs]
+        vectors = self._vectors.get_many(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in vectors))
+        if todo:
+            model = self.load_fit()
+            with _PREDICT_LOCK:
+                raw = model.encode(todo, batch_size=self.batch_size, show_progress_bar=False,
+                                   convert_to_numpy=True, normalize_embeddings=True)
+            fresh = dict(zip(todo, raw, strict=True))
+            self._vectors.put_many(fresh)
+            vectors.update(fresh)
+        n = len(pairs)
+        return [min(1.0, max(0.0, float(vectors[texts[i]] @ vectors[texts[n + i]])))
+                for i in range(n)]
+
+
+def _read_thresholds(root: Path) -> dict[str, float]:
+    """The operating points in the trained folder's calibration file.
+
+    ``fit_threshold`` and ``slot_threshold`` (the pre-check), and ``relevance_min_fit`` and
+    ``relevance_margin`` (:class:`LearnedRelevanceJudge`) when calibrated.
+
+    ``root`` is the folder loaded: the trained folder, or the ``model/`` inside one.
+    """
+    path = root / CALIBRATION_FILE
+    if not path.is_file() and root.name == "model":
+        path = root.parent / CALIBRATION_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object expected, got {type(data).__name__}")
+        found = {f"{kind}_threshold": float(data[key]["threshold"])
+                 for kind, key in (("fit", "tool_fit"), ("slot", "slot")) if key in data}
+        if isinstance(data.get("relevance"), dict) and data["relevance"].get("min_fit"):
+            found["relevance_min_fit"] = float(data["relevance"]["min_fit"])
+            found["relevance_margin"] = float(data["relevance"]["margin"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigurationError(f"{path} is not a verifier calibration: {exc!r}") from exc
+    for label, value in found.items():
+        _check_unit(f"{path}: {label}", value)
+    return found
+
+
+def verifier_thresholds(verifier: CrossEncoderLike) -> dict[str, float]:
+    """The operating points a verifier carries (:attr:`LearnedVerifier.thresholds`), or ``{}``."""
+    found = getattr(verifier, "thresholds", None)
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def _resolve_source(model: str | os.PathLike[str] | None) -> str:
     """The folder or hub id to load: ``model``, else :data:`ENV_VAR`; checked, not loaded.
 
-    A folder is a saved ``CrossEncoder`` (its ``config.json``) or the output folder of
-    ``toolguard verifier train`` (the model in its ``model/`` sub-folder).
+    A folder is the output folder of ``toolguard verifier train`` (``fit/`` and ``slot/``
+    inside), a saved ``CrossEncoder`` (its ``config.json``), or a folder with a
+    ``CrossEncoder`` in its ``model/`` sub-folder (earlier trained verifiers).
     """
     if model is None:
         env = os.environ.get(ENV_VAR, "").strip()
@@ -501,11 +649,15 @@ def _resolve_source(model: str | os.PathLike[str] | None) -> str:
     text = os.fspath(model)
     path = Path(text).expanduser()
     if path.is_dir():
+        if (path / FIT_FOLDER / "config.json").is_file() and \
+                (path / SLOT_FOLDER / "config.json").is_file():
+            return str(path.resolve())
         if not (path / "config.json").is_file() and (path / "model" / "config.json").is_file():
-            path = path / "model"  # the folder `toolguard verifier train --out DIR` writes
+            path = path / "model"
         if not (path / "config.json").is_file():
-            raise _missing_model_error(f"{text!r} is a folder without config.json, not a "
-                                       "trained verifier")
+            raise _missing_model_error(f"{text!r} is a folder without a model (config.json, or "
+                                       f"{FIT_FOLDER}/ and {SLOT_FOLDER}/), not a trained "
+                                       "verifier")
         return str(path.resolve())
     if path.exists() or not _looks_like_hub_id(text):
         raise _missing_model_error(f"{text!r} is neither a model folder nor a hub id")
@@ -608,8 +760,11 @@ class LearnedRelevanceJudge(RelevanceJudge):
     Args:
         verifier: See :func:`resolve_verifier` (a folder, a hub id, any cross-encoder with
             ``score``, or ``None`` for :data:`ENV_VAR`).
-        min_fit: Fit score in ``[0, 1]`` at which a tool serves the goal.
-        margin: Fit gap in ``[0, 1]`` another tool needs over the called one.
+        min_fit: Fit score in ``[0, 1]`` at which a tool serves the goal (default: the
+            verifier's ``relevance_min_fit``, else its ``fit_threshold``, else
+            :data:`FIT_THRESHOLD`).
+        margin: Fit gap in ``[0, 1]`` another tool needs over the called one (default: the
+            verifier's ``relevance_margin``, else :data:`RELEVANCE_MARGIN`).
         top_k: Tools scored at most (by word overlap; the called tool always), or ``None``.
 
     Raises:
@@ -625,16 +780,22 @@ class LearnedRelevanceJudge(RelevanceJudge):
         self,
         verifier: VerifierOption = None,
         *,
-        min_fit: float = FIT_THRESHOLD,
-        margin: float = RELEVANCE_MARGIN,
+        min_fit: float | None = None,
+        margin: float | None = None,
         top_k: int | None = TOP_K,
     ) -> None:
-        _check_unit("min_fit", min_fit)
-        _check_unit("margin", margin)
+        if min_fit is not None:
+            _check_unit("min_fit", min_fit)
+        if margin is not None:
+            _check_unit("margin", margin)
         check_top_k(top_k)
         self.verifier = resolve_verifier(verifier)
-        self.min_fit = min_fit
-        self.margin = margin
+        found = verifier_thresholds(self.verifier)
+        self.min_fit: float = (
+            min_fit if min_fit is not None
+            else found.get("relevance_min_fit", found.get("fit_threshold", FIT_THRESHOLD)))
+        self.margin: float = (margin if margin is not None
+                              else found.get("relevance_margin", RELEVANCE_MARGIN))
         self.top_k = top_k
 
     def judge(self, request: str, tool: ToolSpec, tools: Sequence[ToolSpec]) -> RelevanceResult:

@@ -7,6 +7,15 @@ built per request pays), ``decide`` reuses one built per case (what
 :class:`~toolguard.precheck_node.PrecheckNode` pays).  Each case is run ``repeats`` times
 after one untimed warm-up pass over all cases (stem and tool-term caches filled, as in a
 long-running process).  Prints p50/p99 per dataset; numbers depend on the machine.
+
+With a trained verifier (``--verifier DIR``), :func:`sweep_learned` times the learned
+pre-check and the learned relevance judge at 5 / 20 / 100 tools: each tool set is a
+RelyToolBench request's own tools padded with other RelyToolBench tools (the same padding
+for every request, as an agent's tool set stays while its users' requests change).  Warm:
+the set's tool documents were encoded before (the verifier caches them per text), the
+request is new (its goal is encoded, its slot pairs scored).  Cold: the first decision of
+a fresh verifier instance (models loaded, nothing cached): every tool document is encoded.
+Also the process's resident memory before and after loading the verifier's models.
 """
 
 from __future__ import annotations
@@ -51,11 +60,20 @@ def time_cases(cases: Sequence[Case], *, repeats: int = 3) -> dict[str, Any]:
 
 
 def main(*, datasets: Sequence[str] = ("relytoolbench", "bfcl"), limit: int | None = None,
-         repeats: int = 3, json_path: str | Path | None = None) -> dict[str, Any]:
-    """Time the pre-check on each dataset, print a table, write JSON if asked."""
+         repeats: int = 3, json_path: str | Path | None = None,
+         verifier: str | Path | None = None) -> dict[str, Any]:
+    """Time the pre-check on each dataset, print a table, write JSON if asked.
+
+    With ``verifier``, time the learned verifier instead (:func:`sweep_learned`).
+    """
     from rich.console import Console
     from rich.table import Table
 
+    if verifier is not None:
+        sweep = sweep_learned(verifier, requests=limit or 40)
+        print_sweep(sweep)
+        _write(json_path, sweep)
+        return sweep
     report: dict[str, Any] = {}
     for ds in datasets:
         cases = load_cases(ds, limit=limit)  # type: ignore[arg-type]
@@ -70,11 +88,127 @@ def main(*, datasets: Sequence[str] = ("relytoolbench", "bfcl"), limit: int | No
                       f"{row['build_and_decide_ms']['p50']:.3f}",
                       f"{row['build_and_decide_ms']['p99']:.3f}")
     Console().print(table)
+    _write(json_path, report)
+    return report
+
+
+def _write(json_path: str | Path | None, report: dict[str, Any]) -> None:
     if json_path:
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+
+
+def _rss_mb() -> float:
+    """Resident memory of this process (MiB; Linux ``/proc``, else 0)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    import os
+
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
+                  requests: int = 40, data_dir: str | Path | None = None,
+                  threads: int | None = None) -> dict[str, Any]:
+    """Learned pre-check and relevance latency (ms) per tool-set size (module docstring).
+
+    Args:
+        verifier: A ``toolguard verifier train`` output folder.
+        sizes: Tools per set.
+        requests: RelyToolBench G1 requests timed per size.
+        data_dir: The RelyToolBench data folder.
+        threads: torch threads (``None``: torch's default).
+
+    The requests are the answerable G1 ones with at most ``min(sizes)`` tools of their own.
+
+    Raises:
+        ValueError: ``requests`` < 1.
+    """
+    import random
+
+    from toolguard.verifier import LearnedRelevanceJudge, LearnedVerifier, goal_text
+    from toolguard_evals.abstain import load_relytoolbench
+
+    if requests < 1:
+        raise ValueError("requests must be >= 1")
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    rss_start = _rss_mb()
+    import sentence_transformers  # noqa: F401  (torch and transformers with it)
+
+    rss_before = _rss_mb()
+    loaded = LearnedVerifier(verifier)
+    loaded.load()
+    loaded.load_fit()
+    rss_loaded = _rss_mb()
+    every = [c for c in load_relytoolbench(data_dir) if c.id.startswith("G1_instruction:")]
+    pool = list({t.name: t for c in every for t in c.tools}.values())
+    cases = [c for c in every if c.expected == "proceed" and len(c.tools) <= min(sizes)]
+    random.Random(0).shuffle(pool)
+    timed = cases[:requests]
+    report: dict[str, Any] = {"verifier": str(verifier), "requests": len(timed),
+                              "tool_pool": len(pool)}
+    for n in sizes:
+        sets = []
+        for c in timed:
+            own = {t.name for t in c.tools}
+            sets.append([*c.tools, *[t for t in pool if t.name not in own][: n - len(own)]])
+        cold: list[float] = []
+        for c, tools in zip(timed[:10], sets[:10], strict=False):
+            fresh = LearnedVerifier(verifier)  # the shared models, empty caches
+            t0 = time.perf_counter()
+            Precheck(tools, mode="learned", verifier=fresh).decide(c.messages)
+            cold.append(1000 * (time.perf_counter() - t0))
+        shared = LearnedVerifier(verifier)  # empty caches: no goal of another size cached
+        for tools in sets:  # tool documents encoded once per set, as in a running agent
+            Precheck(tools, mode="learned", verifier=shared).decide([("user", "warm up")])
+        decide: list[float] = []
+        judge_ms: list[float] = []
+        judge = LearnedRelevanceJudge(shared)
+        for c, tools in zip(timed, sets, strict=True):
+            pre = Precheck(tools, mode="learned", verifier=shared)
+            t0 = time.perf_counter()
+            pre.decide(c.messages)
+            decide.append(1000 * (time.perf_counter() - t0))
+            goal = goal_text(c.messages) + " (again)"  # a goal the cache has not seen
+            t0 = time.perf_counter()
+            judge.judge(goal, tools[0], tools)
+            judge_ms.append(1000 * (time.perf_counter() - t0))
+        report[str(n)] = {"decide_warm_ms": latency_summary(decide),
+                          "decide_cold_ms": latency_summary(cold),
+                          "relevance_ms": latency_summary(judge_ms)}
+    report["rss_mb"] = {"start": round(rss_start, 1), "before": round(rss_before, 1),
+                        "models_loaded": round(rss_loaded, 1), "after": round(_rss_mb(), 1)}
     return report
 
 
-__all__ = ["main", "time_cases"]
+def print_sweep(report: dict[str, Any]) -> None:
+    """Print :func:`sweep_learned`'s table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"learned verifier latency (ms), {report['requests']} RelyToolBench "
+                        "requests per size")
+    for col in ("tools", "decide warm p50", "p99", "decide cold p50", "relevance p50", "p99"):
+        table.add_column(col, justify="right")
+    for n, row in report.items():
+        if not n.isdigit():
+            continue
+        table.add_row(n, f"{row['decide_warm_ms']['p50']:.1f}",
+                      f"{row['decide_warm_ms']['p99']:.1f}",
+                      f"{row['decide_cold_ms']['p50']:.1f}",
+                      f"{row['relevance_ms']['p50']:.1f}", f"{row['relevance_ms']['p99']:.1f}")
+    Console().print(table)
+    rss = report["rss_mb"]
+    Console().print(f"resident memory (MiB): {rss['start']} at the start, {rss['before']} with "
+                    f"torch and sentence-transformers imported, {rss['models_loaded']} with both "
+                    f"models loaded, {rss['after']} after the sweep (the models and their "
+                    f"caches: +{rss['after'] - rss['before']:.0f})")
+
+
+__all__ = ["main", "print_sweep", "sweep_learned", "time_cases"]

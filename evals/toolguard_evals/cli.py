@@ -148,18 +148,29 @@ def eval_detectors(
     ] = None,
     mode: Annotated[
         list[str] | None,
-        typer.Option(help="Guard mode(s): deterministic, deterministic-norelevance."),
+        typer.Option(help="Guard mode(s): deterministic, deterministic-norelevance, "
+                          "embedding, learned (relevance='learned': needs --verifier)."),
     ] = None,
     suite_b: Annotated[
         bool, typer.Option("--suite-b/--no-suite-b",
                            help="Also run suite B (dialogues, ToolBench, CRITICTOOL docs).")
     ] = True,
+    verifier: Annotated[
+        Path | None, typer.Option(help="Mode learned: a `toolguard verifier train` folder "
+                                       "(default: $TOOLGUARD_VERIFIER).")
+    ] = None,
 ) -> None:
     """Run Guard.check on the labelled suites: BFCL v4 gold calls (DATA.md §2b) and suite B.
 
     The JSON has both side by side under ``by_suite``.
     """
+    import os
+
+    from toolguard.verifier import ENV_VAR
     from toolguard_evals.detector_suite import main
+
+    if verifier is not None:
+        os.environ[ENV_VAR] = str(verifier)
 
     kwargs: dict[str, object] = {"seed": seed, "suite_b": suite_b}
     if limit is not None:
@@ -616,15 +627,20 @@ def bench_precheck(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write the numbers here.")
     ] = None,
+    verifier: Annotated[
+        Path | None, typer.Option(help="A `toolguard verifier train` folder: time the learned "
+                                       "pre-check and relevance judge at 5 / 20 / 100 tools "
+                                       "(--limit: requests per size, default 40).")
+    ] = None,
 ) -> None:
-    """Print the deterministic pre-check's p50/p99 per case (ms) over real cases."""
+    """Print the pre-check's p50/p99 per case (ms) over real cases (deterministic, or learned)."""
     from toolguard_evals.bench_precheck import main
 
     datasets = tuple(dataset or ("relytoolbench", "bfcl"))
     if not set(datasets) <= {"relytoolbench", "bfcl"} or repeats < 1:
         raise typer.BadParameter("dataset: relytoolbench|bfcl; repeats >= 1")
     main(datasets=datasets, limit=limit, repeats=repeats,
-         json_path=str(json_path) if json_path else None)
+         json_path=str(json_path) if json_path else None, verifier=verifier)
 
 
 def main() -> None:

@@ -20,13 +20,16 @@ Modes (:data:`PrecheckMode`):
   with pydantic (:class:`StructuredVerificationAnswer`).
 - ``cot`` and ``zero_shot``: the paper's baselines (``prompts/precheck_cot.md``,
   ``prompts/precheck_zero_shot.md``; :class:`CotAnswer`, :class:`ZeroShotAnswer`).
-- ``learned``: a trained cross-encoder (:mod:`toolguard.verifier`; ``verifier=`` or the
+- ``learned``: a trained verifier (:mod:`toolguard.verifier`; ``verifier=`` or the
   ``TOOLGUARD_VERIFIER`` environment variable, else :class:`~toolguard.errors.ConfigurationError`
   naming ``toolguard verifier train``).  ``no_suitable_tool`` when no tool's fit to the goal
-  reaches ``fit_threshold``; else ``ask_user`` naming each required parameter of the best
-  tool whose slot-presence score is below ``slot_threshold``, unless a tool that fits about
-  as well (within :data:`SLOT_TOOL_MARGIN`) has every required value (when unsure, proceed);
-  else ``proceed``.  A failing scorer is handled as a failing LLM call (``fallback``).
+  reaches ``fit_threshold``, except on a follow-up (an answer, a confirmation, a reference
+  to what came before: :attr:`~toolguard.conversation.Goal.follow_up`), whose request was
+  judged when it opened (when unsure, proceed); else ``ask_user`` naming each required
+  parameter of the best tool whose slot-presence score is below ``slot_threshold``, unless
+  a tool that fits about as well (within :data:`SLOT_TOOL_MARGIN`) has every required
+  value (when unsure, proceed); else ``proceed``.  A failing scorer is handled as a failing
+  LLM call (``fallback``).
 
 LLM modes work with any LangChain chat model: the JSON is asked for in the prompt and
 parsed here (no provider-native structured output, which the local llama.cpp server and
@@ -93,6 +96,7 @@ from toolguard.verifier import (
     slot_context,
     slot_pair,
     tool_fit_pair,
+    verifier_thresholds,
 )
 
 PrecheckLabel = Literal["proceed", "ask_user", "no_suitable_tool"]
@@ -446,9 +450,20 @@ class PrecheckOptions(TypedDict, total=False):
     missing_info: MissingInfoPolicy
     max_desc_overlap: int
     verifier: VerifierOption
-    fit_threshold: float
-    slot_threshold: float
+    fit_threshold: float | None
+    slot_threshold: float | None
     top_k: int | None
+
+
+def _ongoing(conv: Conversation) -> bool:
+    """Whether the request continues a session the tools already serve.
+
+    A follow-up (an answer, a confirmation, a reference to what came before), or a later
+    user turn after a tool call that succeeded (:meth:`DeterministicRules.decide`).
+    """
+    return conv.goal.follow_up or (conv.user_turns > 1 and any(
+        c.ok and not c.refused and c.answer is not None and conv.last_user is not None
+        and c.answer < conv.last_user for c in conv.calls))
 
 
 class Precheck:
@@ -474,9 +489,11 @@ class Precheck:
             ``None``: the ``TOOLGUARD_VERIFIER`` environment variable
             (:func:`toolguard.verifier.resolve_verifier`).
         fit_threshold: Learned mode: tool-fit score in ``[0, 1]`` at which a tool serves the
-            goal (default :data:`toolguard.verifier.FIT_THRESHOLD`).
+            goal (default: the trained verifier's calibrated threshold, else
+            :data:`toolguard.verifier.FIT_THRESHOLD`).
         slot_threshold: Learned mode: slot-presence score in ``[0, 1]`` at which a value
-            counts as given (default :data:`toolguard.verifier.SLOT_THRESHOLD`).
+            counts as given (default: the trained verifier's calibrated threshold, else
+            :data:`toolguard.verifier.SLOT_THRESHOLD`).
         top_k: Learned mode: tools scored per decision at most, the ones sharing most words
             with the goal (``None``: every tool; see :func:`toolguard.verifier.candidates`).
 
@@ -503,8 +520,8 @@ class Precheck:
         missing_info: MissingInfoPolicy = "vague",
         max_desc_overlap: int = 2,
         verifier: VerifierOption = None,
-        fit_threshold: float = FIT_THRESHOLD,
-        slot_threshold: float = SLOT_THRESHOLD,
+        fit_threshold: float | None = None,
+        slot_threshold: float | None = None,
         top_k: int | None = TOP_K,
     ) -> None:
         if mode not in PRECHECK_MODES:
@@ -519,15 +536,18 @@ class Precheck:
             raise ConfigurationError("max_desc_overlap must be >= 0")
         for label, value in (("fit_threshold", fit_threshold),
                              ("slot_threshold", slot_threshold)):
-            if not 0.0 <= value <= 1.0:
+            if value is not None and not 0.0 <= value <= 1.0:
                 raise ConfigurationError(f"{label} must be in [0, 1], got {value}")
         check_top_k(top_k)
         if verifier is not None and mode != "learned":
             raise ConfigurationError(f"verifier= is used by mode='learned' only (mode is {mode!r})")
         self.verifier: CrossEncoderLike | None = (
             resolve_verifier(verifier) if mode == "learned" else None)
-        self.fit_threshold = fit_threshold
-        self.slot_threshold = slot_threshold
+        calibrated = verifier_thresholds(self.verifier) if self.verifier is not None else {}
+        self.fit_threshold: float = (fit_threshold if fit_threshold is not None
+                                     else calibrated.get("fit_threshold", FIT_THRESHOLD))
+        self.slot_threshold: float = (slot_threshold if slot_threshold is not None
+                                      else calibrated.get("slot_threshold", SLOT_THRESHOLD))
         self.top_k = top_k
         self.tools: list[ToolSpec] = to_specs(tools)
         self.mode: PrecheckMode = mode
@@ -665,6 +685,11 @@ class Precheck:
         ranked = sorted(zip(fit, range(len(pool)), pool, strict=True),
                         key=lambda x: (-x[0], x[1]))
         best_score, _, best = ranked[0]
+        if best_score < self.fit_threshold and _ongoing(conv):
+            return PrecheckDecision(  # the request was judged when it opened
+                decision="proceed", tool=best.name, mode="learned", attempts=1, scores=scores,
+                reason=f"a follow-up to an earlier request (best: {best.name} "
+                f"{best_score:.2f} < {self.fit_threshold}); when unsure, proceed")
         if best_score < self.fit_threshold:
             decision: PrecheckLabel = "no_suitable_tool"
             return PrecheckDecision(
@@ -738,12 +763,9 @@ class Precheck:
 
     def _deterministic(self, msgs: MessagesLike) -> PrecheckDecision:
         conv = self._read(msgs)
-        ongoing = conv.goal.follow_up or (conv.user_turns > 1 and any(
-            c.ok and not c.refused and c.answer is not None and conv.last_user is not None
-            and c.answer < conv.last_user for c in conv.calls))
         verdict = self.rules.decide(
             conv.goal.text, [*conv.texts_from("user", "system"), *conv.texts_from("tool")],
-            ongoing=ongoing)
+            ongoing=_ongoing(conv))
         if verdict.decision == "ask_user" and answers_toolguard(conv.messages):
             return PrecheckDecision(  # never ask twice in a row: when unsure, proceed
                 decision="proceed", tool=verdict.tool, scores=verdict.scores,

