@@ -73,8 +73,11 @@ def test_trained_folder_loads_as_the_library_verifier(trained: Path) -> None:
                                                 "required": ["city"]}})
     verifier = LearnedVerifier(trained)
     calibration = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
-    assert verifier.thresholds == {"fit_threshold": calibration["tool_fit"]["threshold"],
-                                   "slot_threshold": calibration["slot"]["threshold"]}
+    assert {k: verifier.thresholds[k] for k in ("fit_threshold", "slot_threshold")} == {
+        "fit_threshold": calibration["tool_fit"]["threshold"],
+        "slot_threshold": calibration["slot"]["threshold"]}
+    if calibration["relevance"]["min_fit"]:  # a calibrated relevance operating point
+        assert verifier.thresholds["relevance_margin"] == calibration["relevance"]["margin"]
     fit = tool_fit_pair("What's the weather in Oslo?", tool)
     slot = slot_pair("User: What's the weather in Oslo?", tool, "city")
     scores = verifier.score([fit, slot, fit])
