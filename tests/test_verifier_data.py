@@ -107,7 +107,7 @@ def test_every_rule_labels_examples_of_both_kinds() -> None:
         ("tool_fit", "swapped_in", 0), ("tool_fit", "unmatched_tools", 0),
         ("tool_fit", "other_environment", 0), ("tool_fit", "other_domain", 0),
         ("tool_fit", "infeasible", 0), ("tool_fit", "critictool_doc", 0),
-        ("slot", "stated", 1), ("slot", "derived", 1), ("slot", "stated_before_rewrite", 1),
+        ("slot", "stated", 1), ("slot", "derived", 1), ("slot", "answerable", 1),
         ("slot", "value_deleted", 0), ("slot", "missing_rewrite", 0),
         ("slot", "miss_param", 0), ("slot", "ask_user", 0),
     }
