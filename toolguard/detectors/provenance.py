@@ -428,16 +428,8 @@ def _tokens(value: str) -> list[str]:
 
 
 def _strings(value: Any) -> Iterator[str]:
-    """The string leaves of a call's arguments (numbers and flags point to nothing)."""
-    if isinstance(value, str):
-        if value.strip():
-            yield value
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value[:50]:
-            yield from _strings(v)
+    """The non-blank string leaves of a call's arguments (numbers and flags point to nothing)."""
+    return (v for v in _scalars(value) if isinstance(v, str) and v.strip())
 
 
 def _tool_name(g: GroundingIndex, records: list[int]) -> str:
