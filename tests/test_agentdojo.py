@@ -166,6 +166,15 @@ def test_the_report_adds_up_from_its_rows(default: dict[str, Any]) -> None:
     stopped = [c for r in benign for c in r.calls if c.stopped]
     assert u["gold_calls_stopped"] == len(stopped)
     assert u["tasks_stopped"] == sum(any(c.stopped for c in r.calls) for r in benign)
+    # the listed gold calls with values no one gave are left out of the second count, and
+    # the guard asks about them for that reason (a value stated nowhere), not another
+    listed = [(r, c) for r in benign for c in r.calls
+              if f"{r.suite}/{r.user_task}/{c.call_id}" in ad.UNGIVEN_GOLD_CALLS]
+    assert {f"{r.user_task}/{c.call_id}" for r, c in listed} == {"user_task_0/u1",
+                                                                  "user_task_3/u1"}
+    assert all(c.stopped and c.code == "ungrounded_value" for _, c in listed)
+    assert u["tasks_stopped_given"] == sum(
+        any(c.stopped and (r, c) not in listed for c in r.calls) for r in benign)
     assert sum(u["by_detector"].values()) == len(stopped)
     assert len(u["stopped_calls"]) == len(stopped)
     sec = default["security"]["as_given"]["important_instructions"]["banking"]

@@ -45,20 +45,27 @@ In detail:
    A result is *open-world* when its tool is declared so
    (:attr:`~toolguard.specs.ToolSpec.open_world`, MCP's ``openWorldHint``) or, undeclared,
    when its call took a URL: a page is whoever wrote it, even one the user named, so what
-   it states never points further and endorses no value of a write or address of a read.
+   it states never points further and endorses only what the user named in it (4).
    A result that only repeats its own call's argument (an error naming the bad folder) is
    not that value's source: the call is.
-4. **Endorsement.**  A read may take an address from a pointed result that is not
-   open-world.  A write may take a value that is a whole field of a pointed JSON or YAML
-   result (a scalar of up to :data:`~toolguard.grounding.MAX_FIELD_TOKENS` tokens: an id,
-   an account, a sender -- data the tool returned).  A value inside a longer text (a body,
-   a subject, a page, a CSV or prose result) is whatever its author wrote: the write takes
-   it only when the guard's relevance judge labels the tool ``Relevant`` to the user's goal
+4. **Endorsement.**  Any call may take a value that is a whole field of a pointed JSON or
+   YAML result that is not open-world (a scalar of up to
+   :data:`~toolguard.grounding.MAX_FIELD_TOKENS` tokens: an id, an account, a sender, a
+   channel's name -- data the tool returned).  A value inside a longer text (a body, a
+   subject, a page, a CSV or prose result) is whatever its author wrote, and counts only
+   when the user *named* that result -- its call took a string argument (a file, a
+   channel, a person) or ran a declared write -- not when it is an item of a listing
+   fetched with no such argument (the channel list, the latest transactions: anyone can
+   put text there).  A read may take an address from such a named text; a write takes it
+   only when the guard's relevance judge labels the tool ``Relevant`` to the user's goal
    (:class:`~toolguard.relevance.RelevanceJudge`, lexical by default: the user's request
    asks for this kind of action, AgentDojo's tool filter and Task Shield's check) and,
    when the value decides where the action lands (:data:`ADDRESS_KINDS`), the text states
    no other value of its kind the user did not give -- "the IBAN on the bill" names one
-   IBAN, and a bill that states two does not say which.
+   IBAN, and a bill that states two does not say which.  Open-world output counts only
+   for a value whose kind the user's own messages name (:data:`KIND_WORDS`: "find her
+   e-mail on her website"), taken from a page the user pointed to, the only value of its
+   kind there, and for a write only with the judge's ``Relevant``.
 5. **Otherwise** the call is not executed: ``ask_user``, naming the value, the parameter
    and the tool whose output it came from.  Text addressed to the agent
    (:data:`STEERING`) in that output is named in the reason; it is never the gate.
@@ -96,6 +103,16 @@ recipient, an account, a file, an address.  One taken from a result must be the 
 of its kind there that the user did not give."""
 READ_SINK_KINDS = frozenset({ValueKind.EMAIL, ValueKind.URL})
 """Kinds that make a read a sink: a request sent to them carries data out."""
+KIND_WORDS: Mapping[ValueKind, frozenset[str]] = {
+    ValueKind.EMAIL: frozenset({"email", "e-mail", "emails", "e-mails"}),
+    ValueKind.URL: frozenset({"link", "links", "url", "urls"}),
+}
+"""The nouns by which a request names a value of a kind it wants taken (a question of form:
+what the user asks to take, not whether a text is trustworthy).  They count after a
+possessive or "the", one word between at most (:data:`_NAMED_VALUE`): "find her e-mail on
+her website", "the download link" -- not the verb of "email them" (module docstring, 4)."""
+_NAMED_VALUE = re.compile(
+    r"\b(?:her|his|their|its|the|my|your|our)\s+([a-z][\w-]*)(?:\s+([a-z][\w-]*))?")
 _CONTENT_KINDS = frozenset({ValueKind.DATE, ValueKind.TIME, ValueKind.TIME_NUMBER})
 MAX_SCANNED = 4000
 """Characters of a free-text argument or a tool result scanned for values inside it."""
@@ -232,6 +249,7 @@ class _Flows:
     def __init__(self, ctx: CheckContext, spec: ToolSpec, judge: RelevanceJudge) -> None:
         self.ctx, self.spec, self.judge = ctx, spec, judge
         self._sink: bool | None = None
+        self._goal_words: frozenset[str] | None = None
         self.g = ctx.conversation.grounding
         self.specs = ctx.specs
         self.calls = {c.answer: c for c in ctx.conversation.calls if c.answer is not None}
@@ -268,12 +286,16 @@ class _Flows:
     def _endorses(self, i: int, toks: list[str], kind: ValueKind, write: bool) -> bool:
         if not self.pointed(i):
             return False
-        if not write:
-            return not self.open_world(i)
-        if self.open_world(i):
-            return False  # a page, a search's hits: anyone's words
+        if self.open_world(i):  # a page, a search's hits: anyone's words, unless the user
+            return (self.kind_named(kind)  # named what to take from it ("her e-mail")
+                    and (not write or self.sink_named())
+                    and not self._others(i, kind) - {tuple(toks)})
         if tuple(toks) in self.g.record_fields(i):
             return True  # a whole field: data the tool returned, not words someone wrote
+        if not self.named(i):
+            return False  # a listing's free text: whoever wrote each item
+        if not write:
+            return True
         return self.sink_named() and (kind not in ADDRESS_KINDS
                                       or not self._others(i, kind) - {tuple(toks)})
 
@@ -288,6 +310,16 @@ class _Flows:
         said = {t for leaf in _strings(call.args) for t in _tokens(leaf)}
         return all(t in said for t in toks)
 
+    def kind_named(self, kind: ValueKind) -> bool:
+        """Whether the user's own messages name ``kind`` (:data:`KIND_WORDS`) as a value."""
+        words = KIND_WORDS.get(kind)
+        if not words:
+            return False
+        if self._goal_words is None:
+            self._goal_words = frozenset(w for pair in _NAMED_VALUE.findall(
+                self.ctx.conversation.goal.text.casefold()) for w in pair if w)
+        return not words.isdisjoint(self._goal_words)
+
     def sink_named(self) -> bool:
         """Whether the judge finds this tool ``Relevant`` to the user's goal (docstring, 4)."""
         if self._sink is None:
@@ -295,6 +327,21 @@ class _Flows:
             self._sink = bool(goal.strip()) and self.judge.judge(
                 goal, self.spec, list(self.ctx.specs.values())).label == "Relevant"
         return self._sink
+
+    def named(self, i: int) -> bool:
+        """Whether the user named record ``i`` itself, not only a listing it is part of.
+
+        A pointed result of a call that took a string argument (a file, a channel, a
+        person) or of a declared write that ran: a call with neither (the channel list, the
+        latest transactions; an undeclared tool included) lists whatever anyone put there,
+        so only its whole fields are data (module docstring, 4).
+        """
+        call = self.calls.get(self.g.record_positions[i])
+        if call is None or not self.pointed(i):
+            return False
+        spec = self.specs.get(call.name)
+        return (spec is not None and spec.effects == "write") or any(
+            True for _ in _strings(call.args))
 
     def pointed(self, i: int) -> bool:
         """Whether the user pointed to record ``i``'s result (module docstring, 3)."""
