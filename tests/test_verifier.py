@@ -36,6 +36,7 @@ from toolguard.specs import ToolSpec
 from toolguard.testing import ScriptedChatModel
 from toolguard.verifier import (
     ENV_VAR,
+    GOAL_CENTER_FILE,
     MAX_CONTEXT_CHARS,
     MAX_GOAL_CHARS,
     TOOL_FIT_PREFIX,
@@ -334,6 +335,33 @@ def test_a_trained_folder_scores_fit_by_cosine_and_slots_by_cross_encoder(
     assert Precheck(BANK, mode="learned", verifier=two_model_folder,
                     fit_threshold=0.6).fit_threshold == 0.6
     assert LearnedRelevanceJudge(two_model_folder).min_fit == 0.3
+
+
+def test_a_goal_centre_is_subtracted_from_the_fit_and_checked_on_load(
+        two_model_folder: Path, tmp_path: Path) -> None:
+    import shutil
+
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    centred = tmp_path / "centred"
+    shutil.copytree(two_model_folder, centred)
+    bi = SentenceTransformer(str(centred / "fit"), device="cpu")
+    center = bi.encode(["Help me with my account.", "What can you do?"],
+                       normalize_embeddings=True).mean(axis=0)
+    (centred / "fit" / GOAL_CENTER_FILE).write_text(
+        json.dumps({"vector": center.tolist(), "n_goals": 2}), encoding="utf-8")
+    (query, doc), _ = TRAIN_PAIRS[0]
+    goal_v, doc_v = bi.encode([query.removeprefix(TOOL_FIT_PREFIX), doc],
+                              normalize_embeddings=True)
+    expected = float(goal_v @ doc_v) - float(np.asarray(center) @ doc_v)
+    (score,) = LearnedVerifier(centred).score([(query, doc)])
+    assert 0 < expected < float(goal_v @ doc_v)  # the request is closer than an average one
+    assert score == pytest.approx(expected, abs=1e-5)
+    for text in ('{"vector": []}', '{"n_goals": 2}', '{"vector": [1, "x"]}'):
+        (centred / "fit" / GOAL_CENTER_FILE).write_text(text, encoding="utf-8")
+        with pytest.raises(ConfigurationError, match="not a goal centre"):
+            LearnedVerifier(centred)
 
 
 def test_a_bad_calibration_file_is_a_clear_error(two_model_folder: Path,

@@ -41,6 +41,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_train_writes_model_card_and_calibration(trained: Path) -> None:
     assert (trained / "fit" / "config.json").is_file()  # the tool-fit bi-encoder
+    center = json.loads((trained / "fit" / "goal_center.json").read_text(encoding="utf-8"))
+    assert len(center["vector"]) == 384 and center["n_goals"] > 0  # MiniLM's width
     assert (trained / "slot" / "config.json").is_file()  # the slot cross-encoder
     card = json.loads((trained / "data_card.json").read_text(encoding="utf-8"))
     assert card["size"] == "ci" and card["seed"] == 0
@@ -55,10 +57,13 @@ def test_train_writes_model_card_and_calibration(trained: Path) -> None:
     md = (trained / "data_card.md").read_text(encoding="utf-8")
     assert "| bfcl:simple_python |" in md and "evaluation_only" in md
     calibration = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
+    bounds = {"tool_fit": calibration["fit_max_false_abstain"],
+              "slot": calibration["max_false_abstain"]}
+    assert bounds == {"tool_fit": 0.005, "slot": 0.02}
     for kind in ("tool_fit", "slot"):
         block = calibration[kind]
         assert 0.0 < block["threshold"] < 1.0
-        assert block["false_abstain_dev"] <= 0.02 or block["threshold"] == 0.01
+        assert block["false_abstain_dev"] <= bounds[kind] or block["threshold"] == 0.01
         assert len(block["curve"]) == 99
         rates = [row["false_abstain"] for row in block["curve"]]
         assert rates == sorted(rates)  # a higher threshold never abstains less
@@ -83,12 +88,17 @@ def test_trained_folder_loads_as_the_library_verifier(trained: Path) -> None:
     scores = verifier.score([fit, slot, fit])
     assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
     assert scores[0] == scores[2]
-    # tool fit is the bi-encoder's cosine: the same as encoding both texts by hand
+    # tool fit is the bi-encoder's cosine less the tool's cosine to the goal centre: the
+    # same as encoding both texts by hand
+    import numpy as np
     from sentence_transformers import SentenceTransformer
 
     bi = SentenceTransformer(str(trained / "fit"), device="cpu")
     goal, doc = bi.encode([fit[0].removeprefix("tool fit: "), fit[1]], normalize_embeddings=True)
-    assert scores[0] == pytest.approx(max(0.0, float(goal @ doc)), abs=1e-5)
+    center = np.asarray(json.loads((trained / "fit" / "goal_center.json").read_text(
+        encoding="utf-8"))["vector"])
+    expected = min(1.0, max(0.0, float(goal @ doc) - float(center @ doc)))
+    assert scores[0] == pytest.approx(expected, abs=1e-4)
     # a Precheck built on the folder takes its calibrated thresholds
     from toolguard import Precheck
 
@@ -124,8 +134,10 @@ def test_three_way_scores_by_hand() -> None:
 def test_calibration_on_dev_keeps_false_abstains_bounded() -> None:
     examples = [e for e in cap_per_source(training_examples("ci"), 16, 0) if e.split == "dev"]
     # a perfect scorer: label 1 scores 0.9, label 0 scores 0.1
-    out = calibrate(examples, [0.9 if e.label else 0.1 for e in examples])
+    out = calibrate(examples, [0.9 if e.label else 0.1 for e in examples],
+                    fit_max_false_abstain=0.005)
     assert out["tool_fit"]["threshold"] == 0.9 and out["tool_fit"]["false_abstain_dev"] == 0
+    assert (out["max_false_abstain"], out["fit_max_false_abstain"]) == (0.02, 0.005)
     first = out["tool_fit"]["curve"][0]
     assert first["threshold"] == 0.01 and first["recall"] == 0.0
     at_half = next(r for r in out["tool_fit"]["curve"] if r["threshold"] == 0.5)

@@ -64,6 +64,7 @@ from toolguard.text import split_identifier
 __all__ = [
     "ENV_VAR",
     "FIT_THRESHOLD",
+    "GOAL_CENTER_FILE",
     "MAX_CONTEXT_CHARS",
     "MAX_GOAL_CHARS",
     "MAX_TOKENS",
@@ -82,6 +83,7 @@ __all__ = [
     "check_top_k",
     "goal_text",
     "parameter_document",
+    "read_goal_center",
     "resolve_verifier",
     "slot_context",
     "slot_pair",
@@ -380,6 +382,36 @@ SLOT_FOLDER = "slot"
 """Sub-folder of a trained verifier holding the slot-presence cross-encoder."""
 CALIBRATION_FILE = "calibration.json"
 """File of a trained verifier holding its operating points (:attr:`LearnedVerifier.thresholds`)."""
+GOAL_CENTER_FILE = "goal_center.json"
+"""File in ``fit/``: ``{"vector": [...], "n_goals": N}``, the mean embedding of N training
+goals.  A tool's fit is its cosine to the goal minus its cosine to this average goal, so a
+tool whose description is close to every request (a generic or long one) does not fit every
+request, and one domain's scores compare with another's (:meth:`LearnedVerifier.score`)."""
+
+
+def read_goal_center(folder: str | os.PathLike[str]) -> Any:
+    """The goal centre of a ``fit/`` folder (:data:`GOAL_CENTER_FILE`) as a numpy vector.
+
+    Returns:
+        A float32 array of the embedding width, or ``None`` when the folder has no such
+        file (a verifier trained before it: plain cosine).
+
+    Raises:
+        toolguard.errors.ConfigurationError: The file is not a goal centre.
+    """
+    path = Path(folder) / GOAL_CENTER_FILE
+    if not path.is_file():
+        return None
+    import numpy as np
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        vector = np.asarray(data["vector"], dtype=np.float32)
+        if vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
+            raise ValueError(f"a non-empty finite vector expected, got shape {vector.shape}")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigurationError(f"{path} is not a goal centre: {exc!r}") from exc
+    return vector
 
 
 def _load_cross_encoder(source: str, max_length: int) -> Any:
@@ -497,6 +529,7 @@ class LearnedVerifier(BaseCrossEncoder):
         self.cache_size = cache_size
         self._model: Any = None
         self._fit_model: Any = None
+        self._center: Any = None
         self.source: str
         self.fit_source: str | None = None
         self.thresholds: dict[str, float] = {}
@@ -517,6 +550,8 @@ class LearnedVerifier(BaseCrossEncoder):
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise ImportError("the learned verifier needs sentence-transformers and torch: "
                                   "pip install 'toolguard-agents[learned]'")
+            if self.fit_source is not None:
+                self._center = read_goal_center(self.fit_source)
         self._lock = threading.Lock()
         self._scores = _Cache(cache_size)
         self._vectors = _Cache(cache_size)
@@ -553,7 +588,9 @@ class LearnedVerifier(BaseCrossEncoder):
         """Scores in ``[0, 1]``, one per ``(query, document)`` pair, in order.
 
         Tool-fit pairs (query starting with :data:`TOOL_FIT_PREFIX`) of a trained folder:
-        cosine of the bi-encoder's embeddings, clipped to ``[0, 1]``; other pairs: the
+        cosine of the bi-encoder's embeddings, less the tool's cosine to the folder's goal
+        centre when it has one (:data:`GOAL_CENTER_FILE`), clipped to ``[0, 1]``; other
+        pairs: the
         cross-encoder's sigmoid.  Cached texts and pairs are not encoded again.
         Thread-safe (forward passes are serialised process-wide).
         """
@@ -595,8 +632,15 @@ class LearnedVerifier(BaseCrossEncoder):
             self._vectors.put_many(fresh)
             vectors.update(fresh)
         n = len(pairs)
-        return [min(1.0, max(0.0, float(vectors[texts[i]] @ vectors[texts[n + i]])))
-                for i in range(n)]
+        center = self._center
+        out = []
+        for i in range(n):
+            tool = vectors[texts[n + i]]
+            fit = float(vectors[texts[i]] @ tool)
+            if center is not None:
+                fit -= float(center @ tool)
+            out.append(min(1.0, max(0.0, fit)))
+        return out
 
 
 def _read_thresholds(root: Path) -> dict[str, float]:

@@ -19,19 +19,20 @@ initialisation; one torch thread pool of :attr:`TrainConfig.threads`.
 
 Output folder (``verifier=DIR`` / ``TOOLGUARD_VERIFIER=DIR`` load it)::
 
-    DIR/fit/               the tool-fit SentenceTransformer
+    DIR/fit/               the tool-fit SentenceTransformer, and goal_center.json in it
     DIR/slot/              the slot-presence CrossEncoder
     DIR/calibration.json   thresholds chosen on the dev split, and the curves
     DIR/data_card.json     sources, splits, counts, seed, size, base model, settings, time
     DIR/data_card.md       the same as a table
 
 Calibration ("when unsure, proceed"; dev split only, :func:`calibrate`): the tool-fit
-threshold is the highest one at which at most :attr:`TrainConfig.max_false_abstain` of the
-dev requests a gold tool serves would have every gold tool below it (a false
-``no_suitable_tool``); the slot threshold the highest one at which at most that share of
-the dev (request, tool) groups whose required values are all stated would have one below it
-(a false ``ask_user``).  The curves give, per threshold, the precision and recall of the
-negative class (no fit / absent) over dev pairs and the false-abstain rate.
+threshold is the highest one at which at most :attr:`TrainConfig.fit_max_false_abstain` of
+the dev requests a gold tool serves would have every gold tool below it (a false
+``no_suitable_tool``); the slot threshold the highest one at which at most
+:attr:`TrainConfig.max_false_abstain` of the dev (request, tool) groups whose required
+values are all stated would have one below it (a false ``ask_user``).  The curves give,
+per threshold, the precision and recall of the negative class (no fit / absent) over dev
+pairs and the false-abstain rate.
 """
 
 from __future__ import annotations
@@ -47,7 +48,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from toolguard.verifier import CALIBRATION_FILE, FIT_FOLDER, SLOT_FOLDER
+from toolguard.verifier import (
+    CALIBRATION_FILE,
+    FIT_FOLDER,
+    GOAL_CENTER_FILE,
+    SLOT_FOLDER,
+    read_goal_center,
+)
 from toolguard_evals.verifier.data import (
     DEV_PERCENT,
     EVAL_BFCL,
@@ -91,7 +98,14 @@ class TrainConfig:
     threads: int = 2
     """torch threads (the 2-core machines this is sized for)."""
     max_false_abstain: float = 0.02
-    """Calibration bound: share of feasible dev requests / groups wrongly abstained on."""
+    """Calibration bound of the slot threshold: share of dev (request, tool) groups with
+    every value stated that would be asked about."""
+    fit_max_false_abstain: float = 0.005
+    """Calibration bound of the tool-fit threshold: share of feasible dev requests wrongly
+    refused.  Stricter than the 2 % target: the dev split shares its domains with training,
+    and on domains never trained on the threshold chosen at 2 % answered
+    ``no_suitable_tool`` to 6 of 37 servable AgentDojo banking and slack requests, the one
+    chosen at 0.5 % to none (CHANGELOG, 2026-11-26)."""
 
 
 CONFIGS: Final[Mapping[Size, TrainConfig]] = {
@@ -280,10 +294,12 @@ def score_pairs(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 
     return [float(s) for s in raw.reshape(-1)]
 
 
-def fit_scores(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> list[float]:
-    """Tool-fit scores of ``pairs`` in order: cosine clipped to ``[0, 1]``.
+def fit_scores(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32,
+               center: Any = None) -> list[float]:
+    """Tool-fit scores of ``pairs`` in order, in ``[0, 1]``.
 
-    The same score :class:`toolguard.verifier.LearnedVerifier` computes at run time.
+    Cosine, less the tool's cosine to ``center`` (:func:`goal_center`) when given, clipped:
+    the same score :class:`toolguard.verifier.LearnedVerifier` computes at run time.
     """
     if not pairs:
         return []
@@ -291,7 +307,29 @@ def fit_scores(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 3
                          normalize_embeddings=True, show_progress_bar=False)
     docs = model.encode([d for _, d in pairs], batch_size=batch_size,
                         normalize_embeddings=True, show_progress_bar=False)
-    return [min(1.0, max(0.0, float(g @ d))) for g, d in zip(goals, docs, strict=True)]
+    out = []
+    for g, d in zip(goals, docs, strict=True):
+        fit = float(g @ d) - (float(center @ d) if center is not None else 0.0)
+        out.append(min(1.0, max(0.0, fit)))
+    return out
+
+
+def goal_center(model: Any, train_fit: Sequence[tuple[tuple[str, str], int]], *, seed: int,
+                n_goals: int = 256, batch_size: int = 32) -> dict[str, Any]:
+    """The mean embedding of ``n_goals`` distinct training goals (a seeded sample).
+
+    What :data:`toolguard.verifier.GOAL_CENTER_FILE` holds: a tool's cosine to it is how
+    close the tool is to requests in general, subtracted from its fit to one request.
+
+    Returns:
+        ``{"vector": [floats], "n_goals": n}`` (the vector's width is the model's).
+    """
+    goals = sorted({_goal(q) for (q, _), _ in train_fit})
+    sample = random.Random(seed).sample(goals, min(n_goals, len(goals)))
+    vectors = model.encode(sample, batch_size=batch_size, normalize_embeddings=True,
+                           show_progress_bar=False)
+    return {"vector": [round(float(x), 6) for x in vectors.mean(axis=0)],
+            "n_goals": len(sample)}
 
 
 def _threshold_grid() -> list[float]:
@@ -304,7 +342,8 @@ def _highest(grid: Sequence[float], rate: Callable[[float], float], bound: float
 
 
 def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
-              max_false_abstain: float = 0.02) -> dict[str, Any]:
+              max_false_abstain: float = 0.02,
+              fit_max_false_abstain: float | None = None) -> dict[str, Any]:
     """Thresholds and curves on the dev split (module docstring).
 
     Returns:
@@ -313,7 +352,10 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
         ``curve`` (``[{"threshold", "precision", "recall", "false_abstain"}]``, negative
         class = no fit / absent).
     """
-    out: dict[str, Any] = {"max_false_abstain": max_false_abstain}
+    bounds = {"tool_fit": (max_false_abstain if fit_max_false_abstain is None
+                           else fit_max_false_abstain), "slot": max_false_abstain}
+    out: dict[str, Any] = {"max_false_abstain": max_false_abstain,
+                           "fit_max_false_abstain": bounds["tool_fit"]}
     grid = _threshold_grid()
     for kind in ("tool_fit", "slot"):
         rows = [(e, s) for e, s in zip(dev, scores, strict=True) if e.kind == kind]
@@ -339,7 +381,7 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
                           "precision": round(tp / len(flagged), 4) if flagged else None,
                           "recall": round(tp / negatives, 4) if negatives else None,
                           "false_abstain": round(false_rate(t), 4)})
-        threshold = _highest(grid, false_rate, max_false_abstain)
+        threshold = _highest(grid, false_rate, bounds[kind])
         at = next(c for c in curve if c["threshold"] == threshold)
         out[kind] = {"threshold": threshold, "false_abstain_dev": at["false_abstain"],
                      "precision_dev": at["precision"], "recall_dev": at["recall"],
@@ -504,12 +546,16 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
         f"pairs ({size})")
     fit_model = fine_tune_fit(train_fit, config, seed=seed, log=log)
     fit_model.save(str(folder / FIT_FOLDER))
+    center = goal_center(fit_model, train_fit, seed=seed)
+    (folder / FIT_FOLDER / GOAL_CENTER_FILE).write_text(json.dumps(center), encoding="utf-8")
     slot_model = fine_tune(train_slot, config, seed=seed, log=log)
     slot_model.save(str(folder / SLOT_FOLDER))
-    dev_fit = fit_scores(fit_model, [e.pair() for e in dev if e.kind == "tool_fit"])
+    dev_fit = fit_scores(fit_model, [e.pair() for e in dev if e.kind == "tool_fit"],
+                         center=read_goal_center(folder / FIT_FOLDER))
     dev_slot = score_pairs(slot_model, [e.pair() for e in dev if e.kind == "slot"])
     dev = [e for e in dev if e.kind == "tool_fit"] + [e for e in dev if e.kind == "slot"]
-    calibration = calibrate(dev, dev_fit + dev_slot, max_false_abstain=config.max_false_abstain)
+    calibration = calibrate(dev, dev_fit + dev_slot, max_false_abstain=config.max_false_abstain,
+                            fit_max_false_abstain=config.fit_max_false_abstain)
     (folder / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=1), encoding="utf-8")
     card = data_card(examples, size=size, seed=seed, config=config, n_train=len(train_set),
                      n_dev=len(dev), wall_seconds=time.monotonic() - started,
@@ -522,4 +568,4 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
 
 __all__ = ["BASE_MODEL", "CONFIGS", "TrainConfig", "base_model_path", "calibrate",
            "calibrate_relevance", "cap_per_source", "data_card", "data_card_markdown",
-           "fine_tune", "fine_tune_fit", "fit_scores", "score_pairs", "train"]
+           "fine_tune", "fine_tune_fit", "fit_scores", "goal_center", "score_pairs", "train"]
