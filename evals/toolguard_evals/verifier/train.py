@@ -445,7 +445,8 @@ def data_card(examples: Sequence[Example], *, size: Size, seed: int, config: Tra
         "base_model": BASE_MODEL,
         "base_model_path": str(base_model_path()),
         "task_format": "fit/: SentenceTransformer bi-encoder, cosine of goal_text and "
-                       "tool_document (CoSENT); slot/: CrossEncoder, num_labels=1, pairs "
+                       "tool_document (CoSENT) less the tool's cosine to fit/goal_center.json; "
+                       "slot/: CrossEncoder, num_labels=1, pairs "
                        "'slot: ' + slot_context, parameter_document (toolguard.verifier "
                        "pair functions)",
         "hyper_parameters": asdict(config),
