@@ -382,7 +382,8 @@ _PREDICT_LOCK = threading.Lock()
 FIT_FOLDER = "fit"
 """Sub-folder of a trained verifier holding the tool-fit bi-encoder."""
 SLOT_FOLDER = "slot"
-"""Sub-folder of a trained verifier holding the slot-presence cross-encoder."""
+"""Sub-folder of a trained verifier holding the slot-presence model (a cross-encoder, or a
+:mod:`toolguard.slot_scorer` folder)."""
 CALIBRATION_FILE = "calibration.json"
 """File of a trained verifier holding its operating points (:attr:`LearnedVerifier.thresholds`)."""
 GOAL_CENTER_FILE = "goal_center.json"
@@ -507,9 +508,9 @@ class LearnedVerifier(BaseCrossEncoder):
     folder that ``toolguard verifier train`` wrote, tool-fit pairs go to its bi-encoder
     (``fit/``: cosine of embeddings, each text encoded once and cached) and slot pairs to its
     ``slot/`` model (a cross-encoder's sigmoid, or a token-level slot scorer's; cached per
-    pair); for a single ``CrossEncoder``
-    (a folder, a hub id or a loaded model) both go to it.  Models load on first use (once per
-    process and source, under a lock; ~0.2-1 s on 2 cores), on the CPU.
+    pair); for a single ``CrossEncoder`` (a folder, a hub id or a loaded model) both go to
+    it.  Models load on first use (once per process and source, under a lock; ~0.2-1 s on 2
+    cores), on the CPU.
 
     Args:
         model: A trained folder (what ``toolguard verifier train`` writes), a
@@ -620,8 +621,8 @@ class LearnedVerifier(BaseCrossEncoder):
         Tool-fit pairs (query starting with :data:`TOOL_FIT_PREFIX`) of a trained folder:
         cosine of the bi-encoder's embeddings, less the tool's cosine to the folder's goal
         centre when it has one (:data:`GOAL_CENTER_FILE`), clipped to ``[0, 1]``; other
-        pairs: the
-        cross-encoder's sigmoid.  Cached texts and pairs are not encoded again.
+        pairs: the ``slot/`` (or only) model's score.  Cached texts and pairs are not
+        encoded again.
         Thread-safe (forward passes are serialised process-wide).
         """
         pairs = [(str(q), str(d)) for q, d in text_pairs]
@@ -717,8 +718,8 @@ def _resolve_source(model: str | os.PathLike[str] | None) -> str:
 
     A folder is the output folder of ``toolguard verifier train`` (``fit/`` and ``slot/``
     inside; ``slot/`` a cross-encoder or a slot scorer), a saved ``CrossEncoder`` (its
-    ``config.json``), or a folder with a
-    ``CrossEncoder`` in its ``model/`` sub-folder (earlier trained verifiers).
+    ``config.json``), or a folder with a ``CrossEncoder`` in its ``model/`` sub-folder
+    (earlier trained verifiers).
     """
     if model is None:
         env = os.environ.get(ENV_VAR, "").strip()
