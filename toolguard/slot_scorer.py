@@ -38,12 +38,12 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolguard.errors import ConfigurationError, InputError
+from toolguard.verifier import _Cache
 
 __all__ = ["ENCODER_FOLDER", "FORMAT", "HEAD_CONFIG", "HEAD_WEIGHTS", "SLOT_PREFIX",
            "SlotScorer", "build_head", "is_slot_scorer_folder", "read_head_config"]
@@ -177,25 +177,6 @@ def build_head(config: Mapping[str, Any]) -> Any:
                        float(config.get("dropout", 0.0)))
 
 
-class _LRU:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict[str, Any] = OrderedDict()
-
-    def get(self, key: str) -> Any:
-        value = self.items.get(key)
-        if value is not None:
-            self.items.move_to_end(key)
-        return value
-
-    def put(self, key: str, value: Any) -> None:
-        if self.size:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-
-
 class SlotScorer:
     """Slot-presence scores of ``("slot: " + context, parameter document)`` pairs.
 
@@ -227,8 +208,8 @@ class SlotScorer:
         threshold = self.config.get("threshold")
         self.threshold: float | None = None if threshold is None else float(threshold)
         self.batch_size = batch_size
-        self._contexts = _LRU(context_cache_size)
-        self._documents = _LRU(document_cache_size)
+        self._contexts = _Cache(context_cache_size)
+        self._documents = _Cache(document_cache_size)
         self._lock = threading.RLock()
         self._loaded: tuple[Any, Any, Any] | None = None
         self.encoded_contexts = 0
@@ -283,18 +264,18 @@ class SlotScorer:
                 out.extend(hidden[i, :n].clone() for i, n in enumerate(lengths))
         return out
 
-    def _vectors(self, texts: Sequence[str], cache: _LRU, max_tokens: int,
+    def _vectors(self, texts: Sequence[str], cache: _Cache, max_tokens: int,
                  pool: bool) -> dict[str, Any]:
-        found = {t: v for t in dict.fromkeys(texts) if (v := cache.get(t)) is not None}
-        todo = [t for t in dict.fromkeys(texts) if t not in found]
+        distinct = list(dict.fromkeys(texts))
+        found = cache.get_many(distinct)
+        todo = [t for t in distinct if t not in found]
         if todo:
-            fresh = self._encode(todo, max_tokens)
             if not pool:
                 self.encoded_contexts += len(todo)
-            for text, tokens in zip(todo, fresh, strict=True):
-                value = tokens.mean(dim=0) if pool else tokens
-                found[text] = value
-                cache.put(text, value)
+            fresh = {text: tokens.mean(dim=0) if pool else tokens
+                     for text, tokens in zip(todo, self._encode(todo, max_tokens), strict=True)}
+            cache.put_many(fresh)
+            found.update(fresh)
         return found
 
     def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:

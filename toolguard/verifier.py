@@ -60,7 +60,6 @@ from langchain_core.cross_encoders import BaseCrossEncoder
 from toolguard.conversation import Conversation, MessagesLike
 from toolguard.errors import ConfigurationError, InputError, at_least
 from toolguard.relevance import RelevanceJudge, RelevanceResult
-from toolguard.slot_scorer import is_slot_scorer_folder
 from toolguard.specs import ToolSpec
 from toolguard.text import split_identifier
 
@@ -436,8 +435,10 @@ def _load_cross_encoder(source: str, max_length: int) -> Any:
         return model
 
 
-def _is_slot_scorer(source: str) -> bool:
+def _is_slot_scorer(source: str | Path) -> bool:
     """Whether ``source`` is a folder holding a token-level slot scorer (``slot_head.json``)."""
+    from toolguard.slot_scorer import is_slot_scorer_folder
+
     return Path(source).is_dir() and is_slot_scorer_folder(source)
 
 
@@ -731,9 +732,9 @@ def _resolve_source(model: str | os.PathLike[str] | None) -> str:
     if path.is_dir():
         if (path / FIT_FOLDER / "config.json").is_file() and (
                 (path / SLOT_FOLDER / "config.json").is_file()
-                or is_slot_scorer_folder(path / SLOT_FOLDER)):
+                or _is_slot_scorer(path / SLOT_FOLDER)):
             return str(path.resolve())
-        if is_slot_scorer_folder(path):
+        if _is_slot_scorer(path):
             return str(path.resolve())  # refused by LearnedVerifier with the reason
         if not (path / "config.json").is_file() and (path / "model" / "config.json").is_file():
             path = path / "model"

@@ -127,22 +127,26 @@ def absent_recall(scores: Sequence[float], labels: Sequence[int],
 
 def calibrate_groups(scores: Sequence[float], labels: Sequence[int], groups: Sequence[Any],
                      max_false_abstain: float = 0.02) -> dict[str, Any]:
-    """``calibrate``'s slot rule on a finer grid.
+    """:func:`~toolguard_evals.verifier.train.calibrate`'s slot rule on a 0.001 grid.
 
-    The highest of 0.001..0.999 at which at most
-    ``max_false_abstain`` of the all-present groups have a score below it (the MIL head's
-    present scores sit near 1, so the 0.01 grid of ``calibrate`` is too coarse).
+    The highest threshold at which at most ``max_false_abstain`` of the all-present groups
+    have a score below it (the MIL head's present scores sit near 1, so the 0.01 grid of
+    ``calibrate`` is too coarse).
+
+    Returns:
+        ``{"threshold", "n_groups", "false_abstain_dev", "recall_dev"}``.
     """
-    by: dict[Any, list[tuple[int, float]]] = {}
-    for s, y, g in zip(scores, labels, groups, strict=True):
-        by.setdefault(g, []).append((y, s))
-    stats = [min(s for _, s in v) for v in by.values() if all(y == 1 for y, _ in v)]
-    grid = [round(t / 1000, 3) for t in range(1, 1000)]
-    ok = [t for t in grid if stats and sum(x < t for x in stats) / len(stats) <= max_false_abstain]
-    t = max(ok) if ok else 0.001
+    from toolguard_evals.verifier.train import feasible_stats, highest_within, threshold_grid
+
+    stats = feasible_stats("slot", zip(groups, labels, scores, strict=True))
+
+    def rate(t: float) -> float:
+        return sum(x < t for x in stats) / len(stats) if stats else 1.0
+
+    t = highest_within(threshold_grid(0.001), rate, max_false_abstain)
     neg = [s for s, y in zip(scores, labels, strict=True) if y == 0]
     return {"threshold": t, "n_groups": len(stats),
-            "false_abstain_dev": round(sum(x < t for x in stats) / max(1, len(stats)), 4),
+            "false_abstain_dev": round(rate(t) if stats else 0.0, 4),
             "recall_dev": round(sum(s < t for s in neg) / max(1, len(neg)), 4)}
 
 

@@ -43,7 +43,7 @@ import math
 import platform
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -332,13 +332,38 @@ def goal_center(model: Any, train_fit: Sequence[tuple[tuple[str, str], int]], *,
             "n_goals": len(sample)}
 
 
-def _threshold_grid() -> list[float]:
-    return [round(t / 100, 2) for t in range(1, 100)]
+def threshold_grid(step: float = 0.01) -> list[float]:
+    """The thresholds tried: ``step``, ``2 * step``, ... below 1 (0.01: 99 values)."""
+    n = round(1 / step)
+    return [round(k * step, 6) for k in range(1, n)]
 
 
-def _highest(grid: Sequence[float], rate: Callable[[float], float], bound: float) -> float:
+def highest_within(grid: Sequence[float], rate: Callable[[float], float],
+                   bound: float) -> float:
+    """The highest threshold of ``grid`` whose false-abstain ``rate`` is within ``bound``.
+
+    The lowest of ``grid`` when none is.
+    """
     ok = [t for t in grid if rate(t) <= bound]
     return max(ok) if ok else min(grid)
+
+
+def feasible_stats(kind: str, keyed: Iterable[tuple[Any, int, float]]) -> list[float]:
+    """The score that decides a false abstain, one per feasible dev group.
+
+    ``keyed``: ``(group key, label, score)`` per pair.  ``tool_fit`` (key: the request):
+    a request some gold tool serves, scored by its best gold tool (a false
+    ``no_suitable_tool`` when that is below the threshold).  ``slot`` (key: the request
+    and tool): a group whose required values are all stated, scored by its lowest (a false
+    ``ask_user`` when that is below the threshold).
+    """
+    groups: dict[Any, list[tuple[int, float]]] = {}
+    for key, label, score in keyed:
+        groups.setdefault(key, []).append((label, score))
+    if kind == "tool_fit":
+        return [max(s for y, s in g if y == 1) for g in groups.values()
+                if any(y == 1 for y, _ in g)]
+    return [min(s for _, s in g) for g in groups.values() if all(y == 1 for y, _ in g)]
 
 
 def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
@@ -356,18 +381,12 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
                            else fit_max_false_abstain), "slot": max_false_abstain}
     out: dict[str, Any] = {"max_false_abstain": max_false_abstain,
                            "fit_max_false_abstain": bounds["tool_fit"]}
-    grid = _threshold_grid()
+    grid = threshold_grid()
     for kind in ("tool_fit", "slot"):
         rows = [(e, s) for e, s in zip(dev, scores, strict=True) if e.kind == kind]
-        groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
-        for e, s in rows:
-            key = (e.request_id, e.request_text + ("" if kind == "tool_fit" else e.tool.name))
-            groups.setdefault(key, []).append((e.label, s))
-        if kind == "tool_fit":  # feasible: a gold tool; false abstain: every gold tool low
-            stats = [max(s for y, s in g if y == 1) for g in groups.values()
-                     if any(y == 1 for y, _ in g)]
-        else:  # stated groups: every value present; false ask: one of them low
-            stats = [min(s for _, s in g) for g in groups.values() if all(y == 1 for y, _ in g)]
+        stats = feasible_stats(kind, (
+            ((e.request_id, e.request_text + ("" if kind == "tool_fit" else e.tool.name)),
+             e.label, s) for e, s in rows))
 
         def false_rate(t: float, stats: list[float] = stats) -> float:
             return sum(x < t for x in stats) / len(stats) if stats else 0.0
@@ -381,7 +400,7 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
                           "precision": round(tp / len(flagged), 4) if flagged else None,
                           "recall": round(tp / negatives, 4) if negatives else None,
                           "false_abstain": round(false_rate(t), 4)})
-        threshold = _highest(grid, false_rate, bounds[kind])
+        threshold = highest_within(grid, false_rate, bounds[kind])
         at = next(c for c in curve if c["threshold"] == threshold)
         out[kind] = {"threshold": threshold, "false_abstain_dev": at["false_abstain"],
                      "precision_dev": at["precision"], "recall_dev": at["recall"],
@@ -569,4 +588,5 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
 
 __all__ = ["BASE_MODEL", "CONFIGS", "TrainConfig", "base_model_path", "calibrate",
            "calibrate_relevance", "cap_per_source", "data_card", "data_card_markdown",
-           "fine_tune", "fine_tune_fit", "fit_scores", "goal_center", "score_pairs", "train"]
+           "feasible_stats", "fine_tune", "fine_tune_fit", "fit_scores", "goal_center",
+           "highest_within", "score_pairs", "threshold_grid", "train"]
