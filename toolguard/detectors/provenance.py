@@ -14,7 +14,8 @@ state-changing call that already ran (it passed this check, or the user confirme
 whole field of a structured result is then endorsed; a value inside prose only when the
 relevance judge finds the tool relevant to the user's own messages and, for a value that
 decides where the action lands, the prose states no other value of its kind.  Open-world
-output (a page, a search's hits) endorses nothing.  Anything else -- a value from a web
+output (a page, a search's hits) endorses only an address the user asked to take from it
+or one of whom the call is about, from that person's own site.  Anything else -- a value from a web
 page, one of two IBANs in a note, a path in a file the user only asked to read -- is asked
 about; a tool or parameter declared ``accepts_tool_values`` never is.
 
@@ -63,9 +64,12 @@ In detail:
    when the value decides where the action lands (:data:`ADDRESS_KINDS`), the text states
    no other value of its kind the user did not give -- "the IBAN on the bill" names one
    IBAN, and a bill that states two does not say which.  Open-world output counts only
-   for a value whose kind the user's own messages name (:data:`KIND_WORDS`: "find her
-   e-mail on her website"), taken from a page the user pointed to, the only value of its
-   kind there, and for a write only with the judge's ``Relevant``.
+   for an email or a URL taken from a page the user pointed to, the only value of its kind
+   there, for a write only with the judge's ``Relevant``, and only when either the user's
+   own messages name that kind (:data:`KIND_WORDS`: "find her e-mail on her website") or
+   the page is the site of whom the call is about: the value is a whole argument and
+   another argument, a name, is spelled out in the page's address
+   (``invite_user(user="Dora", user_email=...)`` from ``www.dora-website.com``).
 5. **Otherwise** the call is not executed: ``ask_user``, naming the value, the parameter
    and the tool whose output it came from.  Text addressed to the agent
    (:data:`STEERING`) in that output is named in the reason; it is never the gate.
@@ -114,6 +118,8 @@ her website", "the download link" -- not the verb of "email them" (module docstr
 _NAMED_VALUE = re.compile(
     r"\b(?:her|his|their|its|the|my|your|our)\s+([a-z][\w-]*)(?:\s+([a-z][\w-]*))?")
 _CONTENT_KINDS = frozenset({ValueKind.DATE, ValueKind.TIME, ValueKind.TIME_NUMBER})
+MAX_SUBJECT_TOKENS = 3
+"""Words of the name by which a call's argument names the owner of a page (docstring, 4)."""
 MAX_SCANNED = 4000
 """Characters of a free-text argument or a tool result scanned for values inside it."""
 _AMOUNT_PARAM = parameter_pattern(AMOUNT_PARAMETERS)
@@ -224,8 +230,9 @@ class ProvenanceDetector(Detector):
             if accepted and param in accepted:
                 continue
             for candidate, kind in _checked_values(param, value, write=write):
-                flows = flows or _Flows(ctx, spec, self.judge)
-                found = flows.unendorsed(candidate, kind, write=write)
+                flows = flows or _Flows(ctx, spec, self.judge, call)
+                found = flows.unendorsed(candidate, kind, write=write, whole=isinstance(
+                    value, str) and candidate == value.strip())
                 if found is not None:
                     return _verdict(call, path, candidate, *found, write=write)
         return None
@@ -246,8 +253,9 @@ def _accepted(option: bool | Collection[str],
 class _Flows:
     """Which tool results the user pointed to, for one check (module docstring, 3-4)."""
 
-    def __init__(self, ctx: CheckContext, spec: ToolSpec, judge: RelevanceJudge) -> None:
-        self.ctx, self.spec, self.judge = ctx, spec, judge
+    def __init__(self, ctx: CheckContext, spec: ToolSpec, judge: RelevanceJudge,
+                 call: ProposedCall) -> None:
+        self.ctx, self.spec, self.judge, self.call = ctx, spec, judge, call
         self._sink: bool | None = None
         self._goal_words: frozenset[str] | None = None
         self.g = ctx.conversation.grounding
@@ -257,9 +265,12 @@ class _Flows:
         self._open: dict[int, bool] = {}
         self._kinds: dict[tuple[int, ValueKind], set[tuple[str, ...]]] = {}
 
-    def unendorsed(self, value: str, kind: ValueKind, *,
-                   write: bool) -> tuple[str, bool] | None:
-        """``(tool, addresses the agent)`` when only unendorsed tool output states ``value``."""
+    def unendorsed(self, value: str, kind: ValueKind, *, write: bool,
+                   whole: bool = False) -> tuple[str, bool] | None:
+        """``(tool, addresses the agent)`` when only unendorsed tool output states ``value``.
+
+        ``whole``: ``value`` is a whole argument, not a part of a longer text.
+        """
         g = self.g
         toks = _tokens(value)
         if not toks:
@@ -278,16 +289,19 @@ class _Flows:
                    if not self._echoes(i, toks)]
         if not records:
             return None  # spread over several results, or echoed: no result is its source
-        if any(self._endorses(i, toks, kind, write) for i in records):
+        if any(self._endorses(i, toks, kind, write, whole) for i in records):
             return None
         steering = not g.marked_records(addresses_agent).isdisjoint(records)
         return _tool_name(g, records), steering
 
-    def _endorses(self, i: int, toks: list[str], kind: ValueKind, write: bool) -> bool:
+    def _endorses(self, i: int, toks: list[str], kind: ValueKind, write: bool,
+                  whole: bool) -> bool:
         if not self.pointed(i):
             return False
         if self.open_world(i):  # a page, a search's hits: anyone's words, unless the user
-            return (self.kind_named(kind)  # named what to take from it ("her e-mail")
+            return ((self.kind_named(kind)  # named what to take from it ("her e-mail"),
+                     or (whole and kind in KIND_WORDS  # or it is the page of whom the
+                         and self.subject_page(i, toks)))  # call is about (Dora's site)
                     and (not write or self.sink_named())
                     and not self._others(i, kind) - {tuple(toks)})
         if tuple(toks) in self.g.record_fields(i):
@@ -319,6 +333,27 @@ class _Flows:
             self._goal_words = frozenset(w for pair in _NAMED_VALUE.findall(
                 self.ctx.conversation.goal.text.casefold()) for w in pair if w)
         return not words.isdisjoint(self._goal_words)
+
+    def subject_page(self, i: int, toks: list[str]) -> bool:
+        """Whether record ``i`` is the page of whom the call is about (docstring, 4).
+
+        Another argument of the call -- a name of at most :data:`MAX_SUBJECT_TOKENS` words
+        of three letters or more, not the value itself -- is spelled out in the address the
+        page was fetched from: ``invite_user(user="Dora", user_email=...)`` after a fetch
+        of ``www.dora-website.com``.
+        """
+        fetched = self.calls.get(self.g.record_positions[i])
+        if fetched is None or fetched.args is None:
+            return False
+        address = {t for leaf in _strings(fetched.args) if shape_of(leaf) is ValueKind.URL
+                   for t in _tokens(leaf)}
+        for leaf in _strings(self.call.args):
+            words = _tokens(leaf)
+            if (words != toks and 0 < len(words) <= MAX_SUBJECT_TOKENS
+                    and all(len(w) >= 3 and w.isalpha() for w in words)
+                    and address.issuperset(words)):
+                return True
+        return False
 
     def sink_named(self) -> bool:
         """Whether the judge finds this tool ``Relevant`` to the user's goal (docstring, 4)."""
