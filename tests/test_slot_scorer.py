@@ -143,3 +143,41 @@ def test_the_trainer_writes_a_loadable_folder(tmp_path: Path) -> None:
     assert 0.0 <= summary["config"]["threshold"] <= 1.0
     scorer = SlotScorer(out)
     assert scorer.score(PAIRS) == pytest.approx(summary["dev_scores"], abs=1e-3)
+
+
+def test_the_finetuning_trainer_writes_a_loadable_folder_with_its_encoder(
+        tmp_path: Path) -> None:
+    slot_mil = pytest.importorskip("toolguard_evals.verifier.slot_mil")
+    rows = []
+    for split in ("train", "dev"):
+        for (query, doc), label in zip(PAIRS, (1, 1, 0), strict=True):
+            rows.append({"pair": (query, doc), "label": label, "split": split,
+                         "request_id": query, "group": query + doc.split("tool: ")[1]})
+    out = tmp_path / "slot"
+    summary = slot_mil.finetune_slot_mil(rows, out, epochs=1, hidden=8, device="cpu",
+                                         log=lambda _line: None)
+    assert summary["finetuned"] and summary["n_train"] == 3
+    assert (out / "encoder" / "model.safetensors").is_file()
+    from safetensors.torch import load_file
+
+    from toolguard_evals.verifier.train import base_model_path
+
+    tuned = load_file(str(out / "encoder" / "model.safetensors"))
+    base = load_file(str(base_model_path() / "model.safetensors"))
+    key = "encoder.layer.5.output.dense.weight"
+    assert not torch.equal(tuned[key], base[key])  # the encoder was trained
+    assert torch.equal(tuned["embeddings.word_embeddings.weight"],
+                       base["embeddings.word_embeddings.weight"])  # but not the embeddings
+    scorer = SlotScorer(out)
+    assert scorer.threshold == summary["config"]["threshold"]
+    assert scorer.score(PAIRS) == pytest.approx(summary["dev_scores"], abs=1e-4)
+
+
+def test_the_slot_grid_reaches_below_the_percent_of_a_percent() -> None:
+    slot_mil = pytest.importorskip("toolguard_evals.verifier.slot_mil")
+    grid = slot_mil.slot_threshold_grid()
+    assert grid == sorted(set(grid)) and grid[0] == 1e-8 and grid[-1] == 0.999
+    # a confident model's present groups all above 3e-5, one absent at 1e-6: found
+    cal = slot_mil.calibrate_groups([0.9, 0.5, 3e-5, 1e-6], [1, 1, 1, 0],
+                                    ["a", "b", "c", "d"])
+    assert 1e-6 < cal["threshold"] <= 3e-5 and cal["recall_dev"] == 1.0

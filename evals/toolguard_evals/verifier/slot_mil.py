@@ -7,11 +7,18 @@ trained (Adam, BCE on the bag labels, present = 1), the epoch is chosen on the d
 calibrated on dev the way :func:`toolguard_evals.verifier.train.calibrate` does (groups of
 one request and tool, <= ``max_false_abstain`` of all-present groups asked about).
 
-Usage (what produced /work/exp/h24/slot-mil)::
+:func:`finetune_slot_mil` trains the encoder with the head instead (``--finetune``): every
+layer but the word embeddings, on each batch's contexts and documents, AdamW with a lower
+learning rate for the encoder.  It needs the compute of a GPU (six epochs of the 9,580
+full-size training examples: about 5 minutes on one H100; hours on 2 CPU cores).  Its
+scores sit near 0 and 1, so thresholds are calibrated on a grid that also holds
+1e-8 .. 9e-4 (:func:`slot_threshold_grid`).
+
+Usage::
 
     python -m toolguard_evals.verifier.slot_mil OUT [--data-dir DIR] [--seed 0]
         [--epochs 12] [--hidden 256] [--tau 1.0] [--lr 1e-3] [--per-source N]
-        [--features CACHE.pt]
+        [--features CACHE.pt] [--finetune [--encoder-lr 6e-5] [--device cuda]]
 """
 
 from __future__ import annotations
@@ -125,25 +132,33 @@ def absent_recall(scores: Sequence[float], labels: Sequence[int],
     return sum(s < t for s in neg) / len(neg), t
 
 
+def slot_threshold_grid() -> list[float]:
+    """Thresholds tried: 1e-8 .. 9e-4 (one digit each decade), then 0.001 .. 0.999."""
+    from toolguard_evals.verifier.train import threshold_grid
+
+    small = [float(f"{m}e-{e}") for e in range(8, 3, -1) for m in range(1, 10)]
+    return sorted({*small, *threshold_grid(0.001)})
+
+
 def calibrate_groups(scores: Sequence[float], labels: Sequence[int], groups: Sequence[Any],
                      max_false_abstain: float = 0.02) -> dict[str, Any]:
     """:func:`~toolguard_evals.verifier.train.calibrate`'s slot rule on a 0.001 grid.
 
-    The highest threshold at which at most ``max_false_abstain`` of the all-present groups
-    have a score below it (the MIL head's present scores sit near 1, so the 0.01 grid of
-    ``calibrate`` is too coarse).
+    The highest threshold of :func:`slot_threshold_grid` at which at most
+    ``max_false_abstain`` of the all-present groups have a score below it (the MIL head's
+    scores sit near 0 and 1, so the 0.01 grid of ``calibrate`` is too coarse).
 
     Returns:
         ``{"threshold", "n_groups", "false_abstain_dev", "recall_dev"}``.
     """
-    from toolguard_evals.verifier.train import feasible_stats, highest_within, threshold_grid
+    from toolguard_evals.verifier.train import feasible_stats, highest_within
 
     stats = feasible_stats("slot", zip(groups, labels, scores, strict=True))
 
     def rate(t: float) -> float:
         return sum(x < t for x in stats) / len(stats) if stats else 1.0
 
-    t = highest_within(threshold_grid(0.001), rate, max_false_abstain)
+    t = highest_within(slot_threshold_grid(), rate, max_false_abstain)
     neg = [s for s, y in zip(scores, labels, strict=True) if y == 0]
     return {"threshold": t, "n_groups": len(stats),
             "false_abstain_dev": round(rate(t) if stats else 0.0, 4),
@@ -282,25 +297,196 @@ def train_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, seed:
                "history": history, "dev_scores": scores,
                "wall_seconds": round(time.monotonic() - started, 1)}
     if out_dir is not None:
-        from safetensors.torch import save_file
+        _write_folder(Path(out_dir), head.state_dict(), config, summary, encoder_path)
+    return summary
 
-        folder = Path(out_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in head.state_dict().items()},
-                  str(folder / HEAD_WEIGHTS))
-        (folder / HEAD_CONFIG).write_text(json.dumps(config, indent=1), encoding="utf-8")
-        if config["encoder"] == ENCODER_FOLDER:
-            target = folder / ENCODER_FOLDER
-            if target.exists():
-                shutil.rmtree(target)
-            target.mkdir()
-            for name in ("config.json", "model.safetensors", "tokenizer.json",
-                         "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-                if (Path(encoder_path) / name).is_file():
-                    shutil.copy2(Path(encoder_path) / name, target / name)
-        report = {k: v for k, v in summary.items() if k != "dev_scores"}
-        (folder / "train_summary.json").write_text(json.dumps(report, indent=1),
-                                                   encoding="utf-8")
+
+_ENCODER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                  "vocab.txt", "special_tokens_map.json")
+
+
+def _write_folder(folder: Path, head_state: Mapping[str, Any], config: Mapping[str, Any],
+                  summary: Mapping[str, Any], encoder_path: str,
+                  encoder_state: Mapping[str, Any] | None = None) -> None:
+    """Write a slot-scorer folder: head, config, summary and (a copy of) the encoder.
+
+    ``encoder_state``: tuned encoder weights saved in place of the copied ones.
+    """
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in head_state.items()}, str(folder / HEAD_WEIGHTS))
+    (folder / HEAD_CONFIG).write_text(json.dumps(config, indent=1), encoding="utf-8")
+    if config["encoder"] == ENCODER_FOLDER:
+        target = folder / ENCODER_FOLDER
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir()
+        for name in _ENCODER_FILES:
+            if (Path(encoder_path) / name).is_file() and not (
+                    encoder_state is not None and name == "model.safetensors"):
+                shutil.copy2(Path(encoder_path) / name, target / name)
+        if encoder_state is not None:
+            save_file({k: v.contiguous() for k, v in encoder_state.items()},
+                      str(target / "model.safetensors"))
+    report = {k: v for k, v in summary.items() if k != "dev_scores"}
+    (folder / "train_summary.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+def _cpu_copy(tensor: Any) -> Any:
+    """A float32 CPU copy of a floating tensor; other tensors (position ids) keep their type."""
+    tensor = tensor.detach().cpu()
+    return (tensor.float() if tensor.is_floating_point() else tensor).clone()
+
+
+def finetune_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, seed: int = 0,
+                      epochs: int = 6, hidden: int = 256, tau: float = 1.0, lr: float = 1e-3,
+                      encoder_lr: float = 6e-5, weight_decay: float = 0.01,
+                      dropout: float = 0.1, batch_size: int = 32,
+                      max_false_abstain: float = 0.02, encoder_path: str | None = None,
+                      device: str | None = None, threads: int = 2,
+                      log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train the encoder and the MIL head together; select and calibrate on ``dev``.
+
+    The same data, head, loss, epoch choice and calibration as :func:`train_slot_mil`, but
+    every encoder layer except the word embeddings is trained too (AdamW, one-cycle, peak
+    ``encoder_lr`` for the encoder and ``lr`` for the head, bf16 autocast on CUDA).  Each
+    batch's contexts (<= 256 tokens) and parameter documents (<= 128, mean-pooled) go
+    through the encoder, as :class:`~toolguard.slot_scorer.SlotScorer` runs them.  The
+    folder holds the tuned encoder (``encoder/``), so it loads like any slot scorer.
+
+    Args:
+        examples: As for :func:`train_slot_mil`.
+        out_dir: The slot-scorer folder to write (``None``: write nothing).
+        seed: Seed of initialisation and order.
+        epochs: Passes over the train examples (the best on dev is kept).
+        hidden: Width of the head's hidden layer.
+        tau: Smooth-max temperature.
+        dropout: Dropout in the head.
+        lr: Peak learning rate of the head.
+        encoder_lr: Peak learning rate of the encoder.
+        weight_decay: AdamW weight decay.
+        batch_size: Examples per step.
+        max_false_abstain: Calibration bound (share of all-present dev groups flagged).
+        encoder_path: The starting encoder (default: the base all-MiniLM-L6-v2).
+        device: torch device (default: ``cuda`` when available, else ``cpu``).
+        threads: torch threads on CPU.
+        log: Called with progress lines.
+
+    Returns:
+        The summary of :func:`train_slot_mil` (``dev_scores`` included).
+
+    Raises:
+        ValueError: No train or no dev slot examples.
+    """
+    import numpy as np
+    import torch
+    from sklearn.metrics import roc_auc_score
+    from transformers import AutoModel, AutoTokenizer
+
+    from toolguard_evals.verifier.train import base_model_path
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    where: str = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    rows = [_item(e) for e in examples
+            if isinstance(e, Mapping) or getattr(e, "kind", "slot") == "slot"]
+    train = [r for r in rows if r[2] == "train"]
+    dev = [r for r in rows if r[2] == "dev"]
+    if not train or not dev:
+        raise ValueError(f"need train and dev slot examples; got {len(train)} and {len(dev)}")
+    encoder_path = str(base_model_path()) if encoder_path is None else encoder_path
+    tokenizer = AutoTokenizer.from_pretrained(encoder_path)
+    encoder = AutoModel.from_pretrained(encoder_path).to(where)
+    config = {"format": FORMAT, "version": 1, "dim": int(encoder.config.hidden_size),
+              "hidden": hidden, "tau": float(tau), "dropout": dropout,
+              "context_max_tokens": CONTEXT_MAX_TOKENS,
+              "document_max_tokens": DOCUMENT_MAX_TOKENS, "encoder": ENCODER_FOLDER}
+    head = build_head(config).to(where)
+    encoder.embeddings.word_embeddings.weight.requires_grad_(False)
+    tuned = [p for p in encoder.parameters() if p.requires_grad]
+    optimiser = torch.optim.AdamW([{"params": tuned, "lr": encoder_lr},
+                                   {"params": head.parameters(), "lr": lr}],
+                                  weight_decay=weight_decay)
+    steps = epochs * ((len(train) + batch_size - 1) // batch_size)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=[encoder_lr, lr],
+                                                   total_steps=steps, pct_start=0.1)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    autocast = where.startswith("cuda")
+
+    def logits(part: Sequence[Any]) -> Any:
+        ctx = tokenizer([_context(p[0]) for p, *_ in part], padding=True, truncation=True,
+                        max_length=CONTEXT_MAX_TOKENS, return_tensors="pt").to(where)
+        doc = tokenizer([p[1].strip() or "(empty)" for p, *_ in part], padding=True,
+                        truncation=True, max_length=DOCUMENT_MAX_TOKENS,
+                        return_tensors="pt").to(where)
+        with torch.autocast(where.split(":")[0], dtype=torch.bfloat16, enabled=autocast):
+            h = encoder(**ctx).last_hidden_state.float()
+            d = encoder(**doc).last_hidden_state.float()
+        m = doc["attention_mask"].unsqueeze(-1).float()
+        return head(h, ctx["attention_mask"].bool(), (d * m).sum(1) / m.sum(1))
+
+    def predict() -> list[float]:
+        encoder.eval()
+        head.eval()
+        out: list[float] = []
+        with torch.inference_mode():
+            for b in range(0, len(dev), 64):
+                out.extend(torch.sigmoid(logits(dev[b:b + 64])).tolist())
+        return out
+
+    dev_labels = [r[1] for r in dev]
+    best: tuple[float, float] = (-1.0, -1.0)
+    best_epoch = 0
+    best_state: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    history = []
+    started = time.monotonic()
+    order = list(range(len(train)))
+    for epoch in range(1, epochs + 1):
+        encoder.train()
+        head.train()
+        random.shuffle(order)
+        total = 0.0
+        for b in range(0, len(order), batch_size):
+            part = [train[i] for i in order[b:b + batch_size]]
+            y = torch.tensor([float(r[1]) for r in part], device=where)
+            loss = loss_fn(logits(part), y)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            total += float(loss.detach()) * len(part)
+        scores = predict()
+        auc = float(roc_auc_score(dev_labels, scores)) if len(set(dev_labels)) > 1 else 0.5
+        recall, _ = absent_recall(scores, dev_labels, max_false_abstain)
+        history.append({"epoch": epoch, "train_loss": round(total / len(order), 4),
+                        "dev_auc": round(auc, 4), "dev_absent_recall": round(recall, 4)})
+        log(f"epoch {epoch}: loss {total / len(order):.4f} dev AUC {auc:.4f} absent recall "
+            f"{recall:.3f} ({time.monotonic() - started:.0f} s)")
+        if (recall, auc) > best:
+            best, best_epoch = (recall, auc), epoch
+            best_state = ({k: _cpu_copy(v) for k, v in encoder.state_dict().items()},
+                          {k: _cpu_copy(v) for k, v in head.state_dict().items()})
+    encoder.load_state_dict(best_state[0])
+    head.load_state_dict(best_state[1])
+    encoder.to("cpu").float()
+    head.to("cpu")
+    where, autocast = "cpu", False  # calibrate on the scores the folder gives on CPU
+    scores = predict()
+    calibration = calibrate_groups(scores, dev_labels, [r[3]["group"] for r in dev],
+                                   max_false_abstain)
+    config["threshold"] = calibration["threshold"]
+    summary = {"config": config, "seed": seed, "epochs": epochs, "lr": lr,
+               "encoder_lr": encoder_lr, "weight_decay": weight_decay,
+               "batch_size": batch_size, "finetuned": True, "best_epoch": best_epoch,
+               "dev_auc": best[1], "dev_absent_recall": best[0], "calibration": calibration,
+               "n_train": len(train), "n_dev": len(dev), "history": history,
+               "dev_scores": scores, "wall_seconds": round(time.monotonic() - started, 1)}
+    if out_dir is not None:
+        _write_folder(Path(out_dir), best_state[1], config, summary, encoder_path,
+                      encoder_state=best_state[0])
     return summary
 
 
@@ -311,7 +497,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--examples", default=None,
                         help="a pickle of slot example dicts (skips building the data)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="default 12 (frozen encoder) or 6 (--finetune)")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--tau", type=float, default=1.0)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -319,6 +506,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--per-source", type=int, default=0,
                         help="cap per source (cap_per_source); 0: every example")
     parser.add_argument("--features", default=None)
+    parser.add_argument("--finetune", action="store_true",
+                        help="train the encoder too (finetune_slot_mil; wants a GPU)")
+    parser.add_argument("--encoder-lr", type=float, default=6e-5)
+    parser.add_argument("--device", default=None)
     args = parser.parse_args(argv)
     if args.examples:
         import pickle
@@ -336,9 +527,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         if examples and isinstance(examples[0], Mapping):
             raise SystemExit("--per-source needs Examples, not --examples dicts")
         examples = cap_per_source(examples, args.per_source, args.seed)
-    summary = train_slot_mil(examples, args.out, seed=args.seed, epochs=args.epochs,
-                             hidden=args.hidden, tau=args.tau, lr=args.lr,
-                             dropout=args.dropout, features=args.features)
+    if args.finetune:
+        summary = finetune_slot_mil(examples, args.out, seed=args.seed,
+                                    epochs=args.epochs or 6,
+                                    hidden=args.hidden, tau=args.tau, lr=args.lr,
+                                    encoder_lr=args.encoder_lr, dropout=args.dropout,
+                                    device=args.device)
+    else:
+        summary = train_slot_mil(examples, args.out, seed=args.seed, epochs=args.epochs or 12,
+                                 hidden=args.hidden, tau=args.tau, lr=args.lr,
+                                 dropout=args.dropout, features=args.features)
     print(json.dumps({k: v for k, v in summary.items() if k not in ("dev_scores", "history")},
                      indent=1))
 
