@@ -15,7 +15,8 @@ for every request, as an agent's tool set stays while its users' requests change
 the set's tool documents were encoded before (the verifier caches them per text), the
 request is new (its goal is encoded, its slot pairs scored).  Cold: the first decision of
 a fresh verifier instance (models loaded, nothing cached): every tool document is encoded.
-Also the process's resident memory before and after loading the verifier's models.
+Relevance: one judgment with a new goal (it is encoded), then one more of another tool with
+the same goal (``relevance_same_goal_ms``: an agent's further calls in the same turn).  Also the process's resident memory before and after loading the verifier's models.
 """
 
 from __future__ import annotations
@@ -169,6 +170,7 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
             Precheck(tools, mode="learned", verifier=shared).decide([("user", "warm up")])
         decide: list[float] = []
         judge_ms: list[float] = []
+        same_goal_ms: list[float] = []
         judge = LearnedRelevanceJudge(shared)
         for c, tools in zip(timed, sets, strict=True):
             pre = Precheck(tools, mode="learned", verifier=shared)
@@ -179,9 +181,13 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
             t0 = time.perf_counter()
             judge.judge(goal, tools[0], tools)
             judge_ms.append(1000 * (time.perf_counter() - t0))
+            t0 = time.perf_counter()  # the turn's next call: the goal is encoded already
+            judge.judge(goal, tools[-1], tools)
+            same_goal_ms.append(1000 * (time.perf_counter() - t0))
         report[str(n)] = {"decide_warm_ms": latency_summary(decide),
                           "decide_cold_ms": latency_summary(cold),
-                          "relevance_ms": latency_summary(judge_ms)}
+                          "relevance_ms": latency_summary(judge_ms),
+                          "relevance_same_goal_ms": latency_summary(same_goal_ms)}
     report["rss_mb"] = {"start": round(rss_start, 1), "before": round(rss_before, 1),
                         "models_loaded": round(rss_loaded, 1), "after": round(_rss_mb(), 1)}
     return report
@@ -194,7 +200,8 @@ def print_sweep(report: dict[str, Any]) -> None:
 
     table = Table(title=f"learned verifier latency (ms), {report['requests']} RelyToolBench "
                         "requests per size")
-    for col in ("tools", "decide warm p50", "p99", "decide cold p50", "relevance p50", "p99"):
+    for col in ("tools", "decide warm p50", "p99", "decide cold p50", "relevance p50", "p99",
+                "same goal p50"):
         table.add_column(col, justify="right")
     for n, row in report.items():
         if not n.isdigit():
@@ -202,7 +209,8 @@ def print_sweep(report: dict[str, Any]) -> None:
         table.add_row(n, f"{row['decide_warm_ms']['p50']:.1f}",
                       f"{row['decide_warm_ms']['p99']:.1f}",
                       f"{row['decide_cold_ms']['p50']:.1f}",
-                      f"{row['relevance_ms']['p50']:.1f}", f"{row['relevance_ms']['p99']:.1f}")
+                      f"{row['relevance_ms']['p50']:.1f}", f"{row['relevance_ms']['p99']:.1f}",
+                      f"{row.get('relevance_same_goal_ms', {}).get('p50', float('nan')):.1f}")
     Console().print(table)
     rss = report["rss_mb"]
     Console().print(f"resident memory (MiB): {rss['start']} at the start, {rss['before']} with "
