@@ -67,9 +67,10 @@ In detail:
    for an email or a URL taken from a page the user pointed to, the only value of its kind
    there, for a write only with the judge's ``Relevant``, and only when either the user's
    own messages name that kind (:data:`KIND_WORDS`: "find her e-mail on her website") or
-   the page is the site of whom the call is about: the value is a whole argument and
-   another argument, a name, is spelled out in the page's address
-   (``invite_user(user="Dora", user_email=...)`` from ``www.dora-website.com``).
+   the page is the site of whom the value belongs to: the value is a whole argument, and
+   the argument the schema makes its owner (``user`` for ``user_email``) is a name spelled
+   out in the page's address (``invite_user(user="Dora", user_email=...)`` from
+   ``www.dora-website.com``).
 5. **Otherwise** the call is not executed: ``ask_user``, naming the value, the parameter
    and the tool whose output it came from.  Text addressed to the agent
    (:data:`STEERING`) in that output is named in the reason; it is never the gate.
@@ -95,6 +96,7 @@ from toolguard.errors import ConfigurationError
 from toolguard.grounding import SOURCE_BITS, TRUSTED, GroundingIndex
 from toolguard.relevance import LexicalRelevanceJudge, RelevanceJudge
 from toolguard.specs import ToolSpec
+from toolguard.text import split_identifier
 from toolguard.types import Evidence, Verdict
 from toolguard.values import ValueKind, iter_leaves, shape_of, text_facts
 from toolguard.values.knowledge import AMOUNT_PARAMETERS, parameter_pattern
@@ -231,8 +233,9 @@ class ProvenanceDetector(Detector):
                 continue
             for candidate, kind in _checked_values(param, value, write=write):
                 flows = flows or _Flows(ctx, spec, self.judge, call)
-                found = flows.unendorsed(candidate, kind, write=write, whole=isinstance(
-                    value, str) and candidate == value.strip())
+                whole = isinstance(value, str) and candidate == value.strip()
+                found = flows.unendorsed(candidate, kind, write=write,
+                                         parameter=param if whole else None)
                 if found is not None:
                     return _verdict(call, path, candidate, *found, write=write)
         return None
@@ -266,10 +269,11 @@ class _Flows:
         self._kinds: dict[tuple[int, ValueKind], set[tuple[str, ...]]] = {}
 
     def unendorsed(self, value: str, kind: ValueKind, *, write: bool,
-                   whole: bool = False) -> tuple[str, bool] | None:
+                   parameter: str | None = None) -> tuple[str, bool] | None:
         """``(tool, addresses the agent)`` when only unendorsed tool output states ``value``.
 
-        ``whole``: ``value`` is a whole argument, not a part of a longer text.
+        ``parameter``: the parameter ``value`` fills as a whole argument (``None``: a part
+        of a longer text).
         """
         g = self.g
         toks = _tokens(value)
@@ -289,19 +293,19 @@ class _Flows:
                    if not self._echoes(i, toks)]
         if not records:
             return None  # spread over several results, or echoed: no result is its source
-        if any(self._endorses(i, toks, kind, write, whole) for i in records):
+        if any(self._endorses(i, toks, kind, write, parameter) for i in records):
             return None
         steering = not g.marked_records(addresses_agent).isdisjoint(records)
         return _tool_name(g, records), steering
 
     def _endorses(self, i: int, toks: list[str], kind: ValueKind, write: bool,
-                  whole: bool) -> bool:
+                  parameter: str | None) -> bool:
         if not self.pointed(i):
             return False
         if self.open_world(i):  # a page, a search's hits: anyone's words, unless the user
             return ((self.kind_named(kind)  # named what to take from it ("her e-mail"),
-                     or (whole and kind in KIND_WORDS  # or it is the page of whom the
-                         and self.subject_page(i, toks)))  # call is about (Dora's site)
+                     or (parameter is not None and kind in KIND_WORDS  # or the page of
+                         and self.subject_page(i, toks, parameter)))  # whom it is (Dora's)
                     and (not write or self.sink_named())
                     and not self._others(i, kind) - {tuple(toks)})
         if tuple(toks) in self.g.record_fields(i):
@@ -334,22 +338,29 @@ class _Flows:
                 self.ctx.conversation.goal.text.casefold()) for w in pair if w)
         return not words.isdisjoint(self._goal_words)
 
-    def subject_page(self, i: int, toks: list[str]) -> bool:
-        """Whether record ``i`` is the page of whom the call is about (docstring, 4).
+    def subject_page(self, i: int, toks: list[str], parameter: str) -> bool:
+        """Whether record ``i`` is the site of whom ``parameter``'s value belongs to.
 
-        Another argument of the call -- a name of at most :data:`MAX_SUBJECT_TOKENS` words
-        of three letters or more, not the value itself -- is spelled out in the address the
-        page was fetched from: ``invite_user(user="Dora", user_email=...)`` after a fetch
-        of ``www.dora-website.com``.
+        Another argument of the call names its owner: its parameter's words begin
+        ``parameter`` (``user`` for ``user_email``: the schema says the value is that
+        argument's), and its value, a name of at most :data:`MAX_SUBJECT_TOKENS` words of
+        three letters or more, is spelled out in the address the page was fetched from:
+        ``invite_user(user="Dora", user_email=...)`` after a fetch of
+        ``www.dora-website.com`` (module docstring, 4).
         """
         fetched = self.calls.get(self.g.record_positions[i])
-        if fetched is None or fetched.args is None:
+        if fetched is None or fetched.args is None or not isinstance(self.call.args, Mapping):
             return False
         address = {t for leaf in _strings(fetched.args) if shape_of(leaf) is ValueKind.URL
                    for t in _tokens(leaf)}
-        for leaf in _strings(self.call.args):
+        own = _words(parameter)
+        for name, leaf in self.call.args.items():
+            if not isinstance(leaf, str) or name == parameter:
+                continue
             words = _tokens(leaf)
-            if (words != toks and 0 < len(words) <= MAX_SUBJECT_TOKENS
+            owner = _words(name)
+            if (0 < len(owner) < len(own) and own[:len(owner)] == owner
+                    and 0 < len(words) <= MAX_SUBJECT_TOKENS
                     and all(len(w) >= 3 and w.isalpha() for w in words)
                     and address.issuperset(words)):
                 return True
@@ -503,6 +514,11 @@ def _scalars(value: Any) -> Iterator[Any]:
             yield from _scalars(v)
     elif value is not None and not isinstance(value, bool):
         yield value
+
+
+def _words(name: str) -> list[str]:
+    """The words of a parameter name: ``user_email`` and ``userEmail`` -> user, email."""
+    return split_identifier(name).casefold().split()
 
 
 def _tokens(value: str) -> list[str]:
