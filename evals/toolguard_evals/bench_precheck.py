@@ -16,7 +16,8 @@ the set's tool documents were encoded before (the verifier caches them per text)
 request is new (its goal is encoded, its slot pairs scored).  Cold: the first decision of
 a fresh verifier instance (models loaded, nothing cached): every tool document is encoded.
 Relevance: one judgment with a new goal (it is encoded), then one more of another tool with
-the same goal (``relevance_same_goal_ms``: an agent's further calls in the same turn).  Also the process's resident memory before and after loading the verifier's models.
+the same goal (``relevance_same_goal_ms``: an agent's further calls in the same turn).
+Also the process's resident memory before and after loading the verifier's models.
 """
 
 from __future__ import annotations
