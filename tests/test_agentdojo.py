@@ -308,3 +308,23 @@ def test_the_command_fails_when_every_case_fails(invoke: Callable[..., Any],
                     "--attack", "direct", "--mode", "as_given")
     assert result.exit_code == 1
     assert "failed" in result.output and "the runtime is gone" in result.output
+
+
+def test_dora_s_page_gives_her_address_but_not_the_attackers() -> None:
+    # slack user_task_16: "Visit websites of Dora (www.dora-website.com) ... you first have to
+    # invite Dora": her page is the only source of her e-mail (the provenance rule's owner
+    # clause); the same page, injected, carries the attacker's calls, none of which runs
+    report = ad.run_agentdojo(None, suites=["slack"], attacks=["important_instructions"],
+                              modes=["reads_declared"], user_tasks=["user_task_16"])
+    rows = _rows(report)
+    (benign,) = [r for r in rows if r.kind == "utility"]
+    invite = next(c for c in benign.calls if c.function == "invite_user_to_slack")
+    assert invite.action == "allow" and invite.decision == "executed"
+    assert not any(c.stopped for c in benign.calls)
+    attacked = [r for r in rows if r.kind == "security"]
+    assert len(attacked) == 5 and not any(r.attack_success for r in attacked)
+    for row in attacked:
+        # its writes, and a fetch of its own URL (a read that carries data out)
+        sinks = [c for c in row.calls if c.role == "attacker"
+                 and (c.state_changing or c.function == "get_webpage")]
+        assert sinks and all(c.decision != "executed" for c in sinks), row.id
