@@ -237,7 +237,7 @@ def test_a_name_in_the_address_owns_only_the_parameter_the_schema_gives_it() -> 
     assert _action(MAIL_OUT, msgs) == "ask_user"
 
 
-def test_a_subject_page_endorses_a_whole_address_not_one_inside_a_text() -> None:
+def test_an_owners_page_endorses_a_whole_address_not_one_inside_a_text() -> None:
     msgs = _flow("Visit Dora's website www.dora-site.org and send Dora an email about it.",
                  ("fetch_page", {"url": "www.dora-site.org"},
                   "Dora's site. Read more at www.quiz-prize.example."),

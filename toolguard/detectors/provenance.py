@@ -14,10 +14,10 @@ state-changing call that already ran (it passed this check, or the user confirme
 whole field of a structured result is then endorsed; a value inside prose only when the
 relevance judge finds the tool relevant to the user's own messages and, for a value that
 decides where the action lands, the prose states no other value of its kind.  Open-world
-output (a page, a search's hits) endorses only an address the user asked to take from it
-or one of whom the call is about, from that person's own site.  Anything else -- a value from a web
-page, one of two IBANs in a note, a path in a file the user only asked to read -- is asked
-about; a tool or parameter declared ``accepts_tool_values`` never is.
+output (a page, a search's hits) endorses only an address the user asked to take from it,
+or its owner's address on the owner's own site.  Anything else -- a value from a web page,
+one of two IBANs in a note, a path in a file the user only asked to read -- is asked about;
+a tool or parameter declared ``accepts_tool_values`` never is.
 
 In detail:
 
@@ -305,7 +305,7 @@ class _Flows:
         if self.open_world(i):  # a page, a search's hits: anyone's words, unless the user
             return ((self.kind_named(kind)  # named what to take from it ("her e-mail"),
                      or (parameter is not None and kind in KIND_WORDS  # or the page of
-                         and self.subject_page(i, toks, parameter)))  # whom it is (Dora's)
+                         and self.owners_page(i, parameter)))  # whom it is (Dora's site)
                     and (not write or self.sink_named())
                     and not self._others(i, kind) - {tuple(toks)})
         if tuple(toks) in self.g.record_fields(i):
@@ -338,7 +338,7 @@ class _Flows:
                 self.ctx.conversation.goal.text.casefold()) for w in pair if w)
         return not words.isdisjoint(self._goal_words)
 
-    def subject_page(self, i: int, toks: list[str], parameter: str) -> bool:
+    def owners_page(self, i: int, parameter: str) -> bool:
         """Whether record ``i`` is the site of whom ``parameter``'s value belongs to.
 
         Another argument of the call names its owner: its parameter's words begin
