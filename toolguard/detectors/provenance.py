@@ -120,7 +120,7 @@ her website", "the download link" -- not the verb of "email them" (module docstr
 _NAMED_VALUE = re.compile(
     r"\b(?:her|his|their|its|the|my|your|our)\s+([a-z][\w-]*)(?:\s+([a-z][\w-]*))?")
 _CONTENT_KINDS = frozenset({ValueKind.DATE, ValueKind.TIME, ValueKind.TIME_NUMBER})
-MAX_SUBJECT_TOKENS = 3
+MAX_OWNER_WORDS = 3
 """Words of the name by which a call's argument names the owner of a page (docstring, 4)."""
 MAX_SCANNED = 4000
 """Characters of a free-text argument or a tool result scanned for values inside it."""
@@ -343,7 +343,7 @@ class _Flows:
 
         Another argument of the call names its owner: its parameter's words begin
         ``parameter`` (``user`` for ``user_email``: the schema says the value is that
-        argument's), and its value, a name of at most :data:`MAX_SUBJECT_TOKENS` words of
+        argument's), and its value, a name of at most :data:`MAX_OWNER_WORDS` words of
         three letters or more, is spelled out in the address the page was fetched from:
         ``invite_user(user="Dora", user_email=...)`` after a fetch of
         ``www.dora-website.com`` (module docstring, 4).
@@ -360,7 +360,7 @@ class _Flows:
             words = _tokens(leaf)
             owner = _words(name)
             if (0 < len(owner) < len(own) and own[:len(owner)] == owner
-                    and 0 < len(words) <= MAX_SUBJECT_TOKENS
+                    and 0 < len(words) <= MAX_OWNER_WORDS
                     and all(len(w) >= 3 and w.isalpha() for w in words)
                     and address.issuperset(words)):
                 return True
