@@ -129,13 +129,17 @@ def test_bad_pairs_and_bounds(tmp_path: Path) -> None:
         SlotScorer(tmp_path, batch_size=0)
 
 
+def _train_and_dev_rows() -> list[dict[str, object]]:
+    """:data:`PAIRS` labelled present, present, absent, once as train and once as dev."""
+    return [{"pair": (query, doc), "label": label, "split": split, "request_id": query,
+             "group": query + doc.split("tool: ")[1]}
+            for split in ("train", "dev")
+            for (query, doc), label in zip(PAIRS, (1, 1, 0), strict=True)]
+
+
 def test_the_trainer_writes_a_loadable_folder(tmp_path: Path) -> None:
     slot_mil = pytest.importorskip("toolguard_evals.verifier.slot_mil")
-    rows = []
-    for split in ("train", "dev"):
-        for (query, doc), label in zip(PAIRS, (1, 1, 0), strict=True):
-            rows.append({"pair": (query, doc), "label": label, "split": split,
-                         "request_id": query, "group": query + doc.split("tool: ")[1]})
+    rows = _train_and_dev_rows()
     out = tmp_path / "slot"
     summary = slot_mil.train_slot_mil(rows, out, epochs=2, hidden=8, copy_encoder=False,
                                       log=lambda _line: None)
@@ -148,11 +152,7 @@ def test_the_trainer_writes_a_loadable_folder(tmp_path: Path) -> None:
 def test_the_finetuning_trainer_writes_a_loadable_folder_with_its_encoder(
         tmp_path: Path) -> None:
     slot_mil = pytest.importorskip("toolguard_evals.verifier.slot_mil")
-    rows = []
-    for split in ("train", "dev"):
-        for (query, doc), label in zip(PAIRS, (1, 1, 0), strict=True):
-            rows.append({"pair": (query, doc), "label": label, "split": split,
-                         "request_id": query, "group": query + doc.split("tool: ")[1]})
+    rows = _train_and_dev_rows()
     out = tmp_path / "slot"
     summary = slot_mil.finetune_slot_mil(rows, out, epochs=1, hidden=8, device="cpu",
                                          log=lambda _line: None)

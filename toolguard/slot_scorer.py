@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from toolguard.errors import ConfigurationError, InputError
-from toolguard.verifier import _Cache
+from toolguard.lru import LRUCache
 
 __all__ = ["ENCODER_FOLDER", "FORMAT", "HEAD_CONFIG", "HEAD_WEIGHTS", "SLOT_PREFIX",
            "SlotScorer", "build_head", "is_slot_scorer_folder", "read_head_config"]
@@ -208,8 +208,8 @@ class SlotScorer:
         threshold = self.config.get("threshold")
         self.threshold: float | None = None if threshold is None else float(threshold)
         self.batch_size = batch_size
-        self._contexts = _Cache(context_cache_size)
-        self._documents = _Cache(document_cache_size)
+        self._contexts = LRUCache(context_cache_size)
+        self._documents = LRUCache(document_cache_size)
         self._lock = threading.RLock()
         self._loaded: tuple[Any, Any, Any] | None = None
         self.encoded_contexts = 0
@@ -264,7 +264,7 @@ class SlotScorer:
                 out.extend(hidden[i, :n].clone() for i, n in enumerate(lengths))
         return out
 
-    def _vectors(self, texts: Sequence[str], cache: _Cache, max_tokens: int,
+    def _vectors(self, texts: Sequence[str], cache: LRUCache, max_tokens: int,
                  pool: bool) -> dict[str, Any]:
         distinct = list(dict.fromkeys(texts))
         found = cache.get_many(distinct)

@@ -50,7 +50,6 @@ import importlib.util
 import json
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -59,6 +58,7 @@ from langchain_core.cross_encoders import BaseCrossEncoder
 
 from toolguard.conversation import Conversation, MessagesLike
 from toolguard.errors import ConfigurationError, InputError, at_least
+from toolguard.lru import LRUCache
 from toolguard.relevance import RelevanceJudge, RelevanceResult
 from toolguard.specs import ToolSpec
 from toolguard.text import split_identifier
@@ -473,34 +473,6 @@ def _load_bi_encoder(source: str) -> Any:
         return model
 
 
-class _Cache:
-    """A thread-safe least-recently-used map (``size`` 0: keeps nothing)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get_many(self, keys: Sequence[Any]) -> dict[Any, Any]:
-        found = {}
-        with self._lock:
-            for k in keys:
-                if k in self._items:
-                    found[k] = self._items[k]
-                    self._items.move_to_end(k)
-        return found
-
-    def put_many(self, items: dict[Any, Any]) -> None:
-        if not self.size:
-            return
-        with self._lock:
-            for k, v in items.items():
-                self._items[k] = v
-                self._items.move_to_end(k)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
 class LearnedVerifier(BaseCrossEncoder):
     """toolguard's learned verifier: tool fit and slot presence scored as text pairs.
 
@@ -584,8 +556,8 @@ class LearnedVerifier(BaseCrossEncoder):
                     f"{self.source} is a slot scorer: it scores slot pairs only; pass the "
                     f"trained folder that holds it with a fit/ model ({TRAIN_COMMAND})")
         self._lock = threading.Lock()
-        self._scores = _Cache(cache_size)
-        self._vectors = _Cache(cache_size)
+        self._scores = LRUCache(cache_size)
+        self._vectors = LRUCache(cache_size)
 
     def __repr__(self) -> str:
         return f"LearnedVerifier({(self.fit_source or self.source).rsplit(os.sep, 1)[0]!r})"

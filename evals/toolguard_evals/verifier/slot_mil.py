@@ -166,6 +166,44 @@ def calibrate_groups(scores: Sequence[float], labels: Sequence[int], groups: Seq
             "recall_dev": round(sum(s < t for s in neg) / max(1, len(neg)), 4)}
 
 
+def _seeded_split(examples: Sequence[Any], seed: int, threads: int,
+                  ) -> tuple[list[Any], list[Any], list[Any]]:
+    """Seed random, numpy and torch, set torch's threads; ``(rows, train, dev)`` slot rows.
+
+    Raises:
+        ValueError: No train or no dev slot examples.
+    """
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    rows = [_item(e) for e in examples
+            if isinstance(e, Mapping) or getattr(e, "kind", "slot") == "slot"]
+    train = [r for r in rows if r[2] == "train"]
+    dev = [r for r in rows if r[2] == "dev"]
+    if not train or not dev:
+        raise ValueError(f"need train and dev slot examples; got {len(train)} and {len(dev)}")
+    return rows, train, dev
+
+
+def _epoch_report(epoch: int, loss: float, scores: Sequence[float], labels: Sequence[int],
+                  max_false_abstain: float, history: list[dict[str, Any]], started: float,
+                  log: Callable[[str], None]) -> tuple[float, float]:
+    """Dev ``(absent recall, ROC-AUC)`` of one epoch, appended to ``history`` and logged."""
+    from sklearn.metrics import roc_auc_score
+
+    auc = float(roc_auc_score(labels, scores)) if len(set(labels)) > 1 else 0.5
+    recall, _ = absent_recall(scores, labels, max_false_abstain)
+    history.append({"epoch": epoch, "train_loss": round(loss, 4), "dev_auc": round(auc, 4),
+                    "dev_absent_recall": round(recall, 4)})
+    log(f"epoch {epoch}: loss {loss:.4f} dev AUC {auc:.4f} absent recall {recall:.3f} "
+        f"({time.monotonic() - started:.0f} s)")
+    return recall, auc
+
+
 def train_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, seed: int = 0,
                    epochs: int = 12, hidden: int = 256, tau: float = 1.0, lr: float = 1e-3,
                    weight_decay: float = 1e-4, dropout: float = 0.1, batch_size: int = 32,
@@ -202,22 +240,11 @@ def train_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, seed:
     Raises:
         ValueError: No train or no dev slot examples.
     """
-    import numpy as np
     import torch
-    from sklearn.metrics import roc_auc_score
 
     from toolguard_evals.verifier.train import base_model_path
 
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.set_num_threads(threads)
-    rows = [_item(e) for e in examples
-            if isinstance(e, Mapping) or getattr(e, "kind", "slot") == "slot"]
-    train = [r for r in rows if r[2] == "train"]
-    dev = [r for r in rows if r[2] == "dev"]
-    if not train or not dev:
-        raise ValueError(f"need train and dev slot examples; got {len(train)} and {len(dev)}")
+    rows, train, dev = _seeded_split(examples, seed, threads)
     from_package = encoder_path is None
     encoder_path = str(base_model_path()) if encoder_path is None else encoder_path
     contexts = sorted({_context(p[0]) for p, *_ in rows})
@@ -276,12 +303,8 @@ def train_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, seed:
             schedule.step()
             total += float(loss.detach()) * len(y)
         scores = _predict(head, dev_items, ctx, doc)
-        auc = float(roc_auc_score(dev_labels, scores))
-        recall, _ = absent_recall(scores, dev_labels, max_false_abstain)
-        history.append({"epoch": epoch, "train_loss": round(total / len(order), 4),
-                        "dev_auc": round(auc, 4), "dev_absent_recall": round(recall, 4)})
-        log(f"epoch {epoch}: loss {total / len(order):.4f} dev AUC {auc:.4f} absent recall "
-            f"{recall:.3f} ({time.monotonic() - started:.0f} s)")
+        recall, auc = _epoch_report(epoch, total / len(order), scores, dev_labels,
+                                    max_false_abstain, history, started, log)
         if (recall, auc) > best:
             best = (recall, auc)
             best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
@@ -380,24 +403,13 @@ def finetune_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, se
     Raises:
         ValueError: No train or no dev slot examples.
     """
-    import numpy as np
     import torch
-    from sklearn.metrics import roc_auc_score
     from transformers import AutoModel, AutoTokenizer
 
     from toolguard_evals.verifier.train import base_model_path
 
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.set_num_threads(threads)
+    _, train, dev = _seeded_split(examples, seed, threads)
     where: str = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    rows = [_item(e) for e in examples
-            if isinstance(e, Mapping) or getattr(e, "kind", "slot") == "slot"]
-    train = [r for r in rows if r[2] == "train"]
-    dev = [r for r in rows if r[2] == "dev"]
-    if not train or not dev:
-        raise ValueError(f"need train and dev slot examples; got {len(train)} and {len(dev)}")
     encoder_path = str(base_model_path()) if encoder_path is None else encoder_path
     tokenizer = AutoTokenizer.from_pretrained(encoder_path)
     encoder = AutoModel.from_pretrained(encoder_path).to(where)
@@ -460,12 +472,8 @@ def finetune_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, se
             schedule.step()
             total += float(loss.detach()) * len(part)
         scores = predict()
-        auc = float(roc_auc_score(dev_labels, scores)) if len(set(dev_labels)) > 1 else 0.5
-        recall, _ = absent_recall(scores, dev_labels, max_false_abstain)
-        history.append({"epoch": epoch, "train_loss": round(total / len(order), 4),
-                        "dev_auc": round(auc, 4), "dev_absent_recall": round(recall, 4)})
-        log(f"epoch {epoch}: loss {total / len(order):.4f} dev AUC {auc:.4f} absent recall "
-            f"{recall:.3f} ({time.monotonic() - started:.0f} s)")
+        recall, auc = _epoch_report(epoch, total / len(order), scores, dev_labels,
+                                    max_false_abstain, history, started, log)
         if (recall, auc) > best:
             best, best_epoch = (recall, auc), epoch
             best_state = ({k: _cpu_copy(v) for k, v in encoder.state_dict().items()},
