@@ -6,12 +6,27 @@ Pure functions, cached where they sit on the hot path.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 import snowballstemmer
 
-_STEMMER = snowballstemmer.stemmer("english")
+_LOCAL = threading.local()
+
+
+def stemmer() -> Any:
+    """This thread's English Snowball stemmer.
+
+    A stemmer keeps state while it stems: threads sharing one can fail with ``IndexError``.
+    """
+    found = getattr(_LOCAL, "stemmer", None)
+    if found is None:
+        found = _LOCAL.stemmer = snowballstemmer.stemmer("english")
+    return found
+
+
 _WORD = re.compile(r"[A-Za-z]+|\d+(?:\.\d+)?|[^\W\d_]+", re.UNICODE)
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
@@ -45,7 +60,7 @@ def content_stems(text: str) -> frozenset[str]:
         w for w in (t.casefold() for t in _WORD.findall(split_identifier(text)))
         if len(w) > 1 and w not in STOPWORDS and not w.isdigit()
     ]
-    return frozenset(_STEMMER.stemWords(words))
+    return frozenset(stemmer().stemWords(words))
 
 
 _HIDDEN = re.compile(

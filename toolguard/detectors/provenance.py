@@ -88,15 +88,13 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
 
-import snowballstemmer
-
 from toolguard.context import CheckContext, ProposedCall
 from toolguard.detectors.base import Detector, DetectorOptions, register_detector
 from toolguard.errors import ConfigurationError
 from toolguard.grounding import SOURCE_BITS, TRUSTED, GroundingIndex
 from toolguard.relevance import LexicalRelevanceJudge, RelevanceJudge
 from toolguard.specs import ToolSpec
-from toolguard.text import split_identifier
+from toolguard.text import split_identifier, stemmer
 from toolguard.types import Evidence, Verdict
 from toolguard.values import ValueKind, iter_leaves, shape_of, text_facts
 from toolguard.values.knowledge import AMOUNT_PARAMETERS, parameter_pattern
@@ -129,7 +127,6 @@ _ID_PARAM = re.compile(r"(?:^|_)id$", re.I)
 _INDEX = re.compile(r"\[\d+\]")
 _PATH_IN_TEXT = re.compile(r"(?:~|\.{0,2})/[\w.\-/]+")
 _TOOL = SOURCE_BITS["tool"]
-_STEMMER = snowballstemmer.stemmer("english")
 
 STEERING = re.compile(
     r"ignore\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|other)|disregard|"
@@ -469,7 +466,7 @@ class _Flows:
 
 @functools.lru_cache(maxsize=4096)
 def _stem(word: str) -> str:
-    return str(_STEMMER.stemWord(word))
+    return str(stemmer().stemWord(word))
 
 
 @functools.lru_cache(maxsize=512)

@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple, TypedDict
 
-import snowballstemmer
 from rapidfuzz import fuzz
 
 from toolguard.errors import ConfigurationError
@@ -65,8 +64,8 @@ from toolguard.kg.lexicon import (
     TIME_WORDS,
     Hop,
 )
+from toolguard.text import stemmer
 
-_STEMMER = snowballstemmer.stemmer("english")
 _SPEAKER = re.compile(r"<speak>\s*(?:[A-Za-z_ ]{1,20}:)?\s*(.*?)\s*\.?\s*</speak>", re.I | re.S)
 _TAG = re.compile(r"<[^<>]{0,40}>")
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*(?:'s\b|s'(?!\w)|'(?!\w))?")
@@ -84,7 +83,7 @@ _STOP = frozenset("""
 
 @lru_cache(maxsize=8192)
 def _stem(word: str) -> str:
-    return str(_STEMMER.stemWord(word.lower()))
+    return str(stemmer().stemWord(word.lower()))
 
 
 def relation_stem(relation: str) -> str:
