@@ -487,6 +487,25 @@ def test_precheck_learned_decisions(fit: dict[str, float], slots: dict[str, floa
     assert asyncio.run(pre.adecide(MOVE)) == decision
 
 
+def test_precheck_learned_does_not_refuse_a_session_the_tools_already_serve() -> None:
+    """No tool fits, yet: a first request is ``no_suitable_tool``; a later request after a
+    call that succeeded, and an answer to the assistant's question, proceed (the module
+    docstring; the CHANGELOG of 2026-11-27 has the measured cost of judging them anew)."""
+    pre = Precheck(BANK, mode="learned", verifier=ChosenScores({}, default=0.05))
+    first = pre.decide([HumanMessage("Please open a savings account for my daughter.")])
+    assert first.decision == "no_suitable_tool" and first.message
+    done = [HumanMessage("Move 50 EUR to ACC-2"),
+            AIMessage("", tool_calls=[{"name": "transfer", "id": "t1", "args": {
+                "to_account": "ACC-2", "amount": 50, "currency": "EUR"}}]),
+            ToolMessage("sent 50.0 EUR to ACC-2", tool_call_id="t1", name="transfer"),
+            AIMessage("Done. Anything else?")]
+    later = pre.decide([*done, HumanMessage("Please open a savings account for my daughter.")])
+    assert later.decision == "proceed" and "earlier request" in later.reason
+    answer = pre.decide([HumanMessage("Open a savings account for my daughter."),
+                         AIMessage("Which branch should hold it?"), HumanMessage("Lyon")])
+    assert answer.decision == "proceed" and "follow-up" in answer.reason
+
+
 def test_precheck_learned_never_asks_twice_and_survives_a_failing_scorer() -> None:
     stub = ChosenScores({"transfer": 0.9}, {"transfer.amount": 0.1}, default=0.1)
     pre = Precheck(BANK, mode="learned", verifier=stub)

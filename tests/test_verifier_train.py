@@ -155,3 +155,17 @@ def test_relevance_calibration_keeps_false_blocks_within_the_bound() -> None:
     backwards = calibrate_relevance(examples, [0.2 if e.label else 0.8 for e in examples])
     assert backwards["false_block_dev"] <= 0.01
     assert backwards["recall_dev"] == 0.0 and backwards["min_fit"] == 0.0
+
+
+def test_bench_sweep_reports_every_size(trained: Path) -> None:
+    """``toolguard bench precheck --verifier``: latency per tool-set size, and memory."""
+    from toolguard_evals.bench_precheck import sweep_learned
+
+    report = sweep_learned(trained, sizes=(3, 6), requests=2)
+    assert report["requests"] == 2 and report["tool_pool"] > 6
+    for size in ("3", "6"):
+        assert set(report[size]) == {"decide_warm_ms", "decide_cold_ms", "relevance_ms",
+                                     "relevance_same_goal_ms"}
+        assert all(report[size][key]["p50"] > 0 for key in report[size])
+    assert set(report["rss_mb"]) == {"start", "before", "models_loaded", "after"}
+    assert all(mib > 0 for mib in report["rss_mb"].values())  # Linux /proc

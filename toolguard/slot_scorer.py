@@ -151,7 +151,7 @@ def build_head(config: Mapping[str, Any]) -> Any:
         import torch
         from torch import nn
 
-        class MILSlotHead(nn.Module):
+        class MILSlotHead(nn.Module):  # type: ignore[misc]  # torch is not type-checked here
             def __init__(self, dim: int, hidden: int, tau: float, dropout: float = 0.0) -> None:
                 super().__init__()
                 self.tau = tau
@@ -187,6 +187,8 @@ class SlotScorer:
         context_cache_size: Contexts whose token vectors are kept (LRU), >= 0.
         document_cache_size: Parameter documents whose vectors are kept (LRU), >= 0.
         batch_size: Texts per encoder forward pass, >= 1.
+        onnx_encoder: The encoder exported to ONNX (``toolguard.onnx_backend``): when
+            given, the encoder passes run on onnxruntime (the head stays in torch).
 
     Attributes:
         config: The folder's :data:`HEAD_CONFIG`.
@@ -200,10 +202,12 @@ class SlotScorer:
     """
 
     def __init__(self, folder: str | os.PathLike[str], *, context_cache_size: int = 64,
-                 document_cache_size: int = 1024, batch_size: int = 16) -> None:
+                 document_cache_size: int = 1024, batch_size: int = 16,
+                 onnx_encoder: str | os.PathLike[str] | None = None) -> None:
         if context_cache_size < 0 or document_cache_size < 0 or batch_size < 1:
             raise InputError("cache sizes must be >= 0 and batch_size >= 1")
         self.folder = Path(folder)
+        self.onnx_encoder = None if onnx_encoder is None else Path(onnx_encoder)
         self.config = read_head_config(self.folder)
         threshold = self.config.get("threshold")
         self.threshold: float | None = None if threshold is None else float(threshold)
@@ -216,7 +220,8 @@ class SlotScorer:
         """Contexts encoded so far (cache misses); for tests and profiling."""
 
     def __repr__(self) -> str:
-        return f"SlotScorer({str(self.folder)!r})"
+        onnx = "" if self.onnx_encoder is None else f", onnx_encoder={str(self.onnx_encoder)!r}"
+        return f"SlotScorer({str(self.folder)!r}{onnx})"
 
     def load(self) -> tuple[Any, Any, Any]:
         """``(tokenizer, encoder, head)``, loaded now if not yet (thread-safe).
@@ -224,20 +229,27 @@ class SlotScorer:
         Raises:
             toolguard.errors.ConfigurationError: The encoder cannot be found, or the
                 weights do not fit the config.
-            ImportError: torch, transformers or safetensors is not installed.
+            ImportError: torch, transformers or safetensors is not installed (or
+                onnxruntime, with ``onnx_encoder``).
         """
         with self._lock:
             if self._loaded is None:
                 from safetensors.torch import load_file
-                from transformers import AutoModel, AutoTokenizer
+                from transformers import AutoConfig, AutoModel, AutoTokenizer
 
                 path = _encoder_path(self.folder, self.config["encoder"])
-                tokenizer = AutoTokenizer.from_pretrained(path)
-                encoder = AutoModel.from_pretrained(path).eval()
-                if int(encoder.config.hidden_size) != self.config["dim"]:
-                    raise ConfigurationError(
-                        f"encoder width {encoder.config.hidden_size} != head dim "
-                        f"{self.config['dim']} in {self.folder}")
+                width = int(AutoConfig.from_pretrained(path).hidden_size)
+                if width != self.config["dim"]:
+                    raise ConfigurationError(f"encoder width {width} != head dim "
+                                             f"{self.config['dim']} in {self.folder}")
+                if self.onnx_encoder is not None:
+                    from toolguard.onnx_backend import OnnxTokenEncoder
+
+                    encoder: Any = OnnxTokenEncoder(self.onnx_encoder, path)
+                    tokenizer = encoder.tokenizer
+                else:
+                    tokenizer = AutoTokenizer.from_pretrained(path)
+                    encoder = AutoModel.from_pretrained(path).eval()
                 head = build_head(self.config)
                 try:
                     head.load_state_dict(load_file(str(self.folder / HEAD_WEIGHTS)))
@@ -257,10 +269,15 @@ class SlotScorer:
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
                 batch = list(texts[start:start + self.batch_size])
-                enc = tokenizer(batch, padding=True, truncation=True, max_length=max_tokens,
-                                return_tensors="pt")
-                hidden = encoder(**enc).last_hidden_state
-                lengths = enc["attention_mask"].sum(dim=1).tolist()
+                if self.onnx_encoder is not None:
+                    array, mask = encoder.run(batch, max_tokens)
+                    hidden = torch.from_numpy(array)
+                    lengths = mask.sum(axis=1).tolist()
+                else:
+                    enc = tokenizer(batch, padding=True, truncation=True,
+                                    max_length=max_tokens, return_tensors="pt")
+                    hidden = encoder(**enc).last_hidden_state
+                    lengths = enc["attention_mask"].sum(dim=1).tolist()
                 out.extend(hidden[i, :n].clone() for i, n in enumerate(lengths))
         return out
 

@@ -52,7 +52,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from langchain_core.cross_encoders import BaseCrossEncoder
 
@@ -64,6 +64,7 @@ from toolguard.specs import ToolSpec
 from toolguard.text import split_identifier
 
 __all__ = [
+    "BACKENDS",
     "ENV_VAR",
     "FIT_THRESHOLD",
     "GOAL_CENTER_FILE",
@@ -77,6 +78,7 @@ __all__ = [
     "TOOL_FIT_PREFIX",
     "TOP_K",
     "TRAIN_COMMAND",
+    "Backend",
     "CrossEncoderLike",
     "LearnedRelevanceJudge",
     "LearnedVerifier",
@@ -356,6 +358,9 @@ class CrossEncoderLike(Protocol):
         ...
 
 
+Backend: TypeAlias = Literal["torch", "onnx"]
+"""Where :class:`LearnedVerifier` runs a trained folder's encoders."""
+BACKENDS: tuple[Backend, ...] = ("torch", "onnx")
 VerifierOption: TypeAlias = "str | os.PathLike[str] | CrossEncoderLike | None"
 """What a ``verifier=`` option takes (see :func:`resolve_verifier`)."""
 
@@ -417,11 +422,18 @@ def read_goal_center(folder: str | os.PathLike[str]) -> Any:
     return vector
 
 
-def _load_cross_encoder(source: str, max_length: int) -> Any:
-    """One sentence-transformers ``CrossEncoder`` per source, shared (CPU, eval mode)."""
-    key = f"ce\0{source}\0{max_length}"
+def _load_cross_encoder(source: str, max_length: int, onnx: Path | None = None) -> Any:
+    """One sentence-transformers ``CrossEncoder`` per source, shared (CPU, eval mode).
+
+    With ``onnx`` (a trained folder): its exported slot cross-encoder on onnxruntime.
+    """
+    key = f"ce\0{source}\0{max_length}\0{onnx}"
     with _LOADED_LOCK:
         model = _LOADED.get(key)
+        if model is None and onnx is not None:
+            from toolguard.onnx_backend import OnnxCrossEncoder
+
+            model = _LOADED[key] = OnnxCrossEncoder(onnx, max_length)
         if model is None:
             from sentence_transformers import CrossEncoder
 
@@ -442,28 +454,38 @@ def _is_slot_scorer(source: str | Path) -> bool:
     return Path(source).is_dir() and is_slot_scorer_folder(source)
 
 
-def _load_slot_scorer(source: str) -> Any:
-    """One :class:`~toolguard.slot_scorer.SlotScorer` per folder, shared, loaded now."""
+def _load_slot_scorer(source: str, onnx: Path | None = None) -> Any:
+    """One :class:`~toolguard.slot_scorer.SlotScorer` per folder, shared, loaded now.
+
+    With ``onnx`` (a trained folder): its encoder passes on onnxruntime.
+    """
+    from toolguard.onnx_backend import ONNX_FOLDER, SLOT_FILE
     from toolguard.slot_scorer import SlotScorer
 
-    key = f"mil\0{source}"
+    key = f"mil\0{source}\0{onnx}"
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None:
-            model = SlotScorer(source)
+            model = SlotScorer(source, onnx_encoder=None if onnx is None
+                               else onnx / ONNX_FOLDER / SLOT_FILE)
             model.load()
             _LOADED[key] = model
         return model
 
 
-def _load_bi_encoder(source: str) -> Any:
+def _load_bi_encoder(source: str, onnx: Path | None = None) -> Any:
     """One sentence-transformers ``SentenceTransformer`` per source, shared (CPU, eval mode).
 
-    Its saved ``max_seq_length`` (what it was trained with) is kept.
+    Its saved ``max_seq_length`` (what it was trained with) is kept.  With ``onnx`` (a
+    trained folder): its exported fit encoder on onnxruntime.
     """
-    key = f"bi\0{source}"
+    key = f"bi\0{source}\0{onnx}"
     with _LOADED_LOCK:
         model = _LOADED.get(key)
+        if model is None and onnx is not None:
+            from toolguard.onnx_backend import OnnxBiEncoder
+
+            model = _LOADED[key] = OnnxBiEncoder(onnx)
         if model is None:
             from sentence_transformers import SentenceTransformer
 
@@ -494,20 +516,29 @@ class LearnedVerifier(BaseCrossEncoder):
             pairs are cut.  The bi-encoder keeps the length it was trained with.
         batch_size: Pairs (texts) per forward pass.
         cache_size: Pair scores, and text embeddings, kept each, >= 0 (0: no cache).
+        backend: ``"torch"`` (default) or ``"onnx"``: the trained folder's encoders on
+            onnxruntime (:mod:`toolguard.onnx_backend`; the ``onnx`` extra and an export
+            the folder holds: ``toolguard verifier export-onnx DIR``), same scores, faster
+            on the CPU.
 
     Attributes:
         thresholds: The trained folder's operating points, ``{"fit_threshold": float,
             "slot_threshold": float}`` and, when calibrated, ``relevance_min_fit`` and
             ``relevance_margin`` (from its ``calibration.json``; empty for another model).
             ``Precheck`` and :class:`LearnedRelevanceJudge` use them unless given their own.
+        backend: Where the encoders run (``"torch"`` or ``"onnx"``).
+        root: The trained folder (with ``fit/`` and ``slot/``), or ``None`` for a single
+            cross-encoder.
 
     Raises:
         toolguard.errors.ConfigurationError: No model given and :data:`ENV_VAR` unset, a
             path that is neither a folder nor a hub id, a folder holding no model, a
             ``calibration.json`` that is not a JSON object of thresholds in ``[0, 1]``, or a
-            bound out of range (at construction); a cross-encoder with more than one label
-            (at load).
-        ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra).
+            bound out of range, an unknown ``backend``, or ``backend="onnx"`` for anything
+            but a trained folder with an ONNX export (at construction); a cross-encoder
+            with more than one label (at load).
+        ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra);
+            onnxruntime, with ``backend="onnx"`` (at load).
     """
 
     def __init__(
@@ -517,10 +548,15 @@ class LearnedVerifier(BaseCrossEncoder):
         max_length: int = MAX_TOKENS,
         batch_size: int = 32,
         cache_size: int = 4096,
+        backend: Backend = "torch",
     ) -> None:
         at_least("max_length", max_length, 16)
         at_least("batch_size", batch_size, 1)
         at_least("cache_size", cache_size, 0)
+        if backend not in BACKENDS:
+            raise ConfigurationError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+        self.backend: Backend = backend
+        self.root: Path | None = None
         self.max_length = max_length
         self.batch_size = batch_size
         self.cache_size = cache_size
@@ -544,6 +580,7 @@ class LearnedVerifier(BaseCrossEncoder):
             if (root / FIT_FOLDER / "config.json").is_file():
                 self.fit_source = str(root / FIT_FOLDER)
                 self.source = str(root / SLOT_FOLDER)
+                self.root = root
             self.thresholds = _read_thresholds(root)
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise ImportError("the learned verifier needs sentence-transformers and torch: "
@@ -555,12 +592,22 @@ class LearnedVerifier(BaseCrossEncoder):
                 raise ConfigurationError(
                     f"{self.source} is a slot scorer: it scores slot pairs only; pass the "
                     f"trained folder that holds it with a fit/ model ({TRAIN_COMMAND})")
+        if backend == "onnx":
+            from toolguard.onnx_backend import read_export_config
+
+            if self.root is None:
+                raise ConfigurationError(
+                    "backend='onnx' runs a trained folder's ONNX export (fit/, slot/ and "
+                    f"onnx/); got {self.source!r}")
+            read_export_config(self.root)
         self._lock = threading.Lock()
         self._scores = LRUCache(cache_size)
         self._vectors = LRUCache(cache_size)
 
     def __repr__(self) -> str:
-        return f"LearnedVerifier({(self.fit_source or self.source).rsplit(os.sep, 1)[0]!r})"
+        backend = "" if self.backend == "torch" else f", backend={self.backend!r}"
+        folder = (self.fit_source or self.source).rsplit(os.sep, 1)[0]
+        return f"LearnedVerifier({folder!r}{backend})"
 
     def load(self) -> Any:
         """The slot (or only) ``CrossEncoder``, loaded now if not yet (thread-safe).
@@ -572,8 +619,9 @@ class LearnedVerifier(BaseCrossEncoder):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    self._model = (_load_slot_scorer(self.source) if self._slot_scorer
-                                   else _load_cross_encoder(self.source, self.max_length))
+                    onnx = self.root if self.backend == "onnx" else None
+                    self._model = (_load_slot_scorer(self.source, onnx) if self._slot_scorer
+                                   else _load_cross_encoder(self.source, self.max_length, onnx))
         return self._model
 
     def load_fit(self) -> Any:
@@ -585,7 +633,8 @@ class LearnedVerifier(BaseCrossEncoder):
         if self.fit_source is not None and self._fit_model is None:
             with self._lock:
                 if self._fit_model is None:
-                    self._fit_model = _load_bi_encoder(self.fit_source)
+                    self._fit_model = _load_bi_encoder(
+                        self.fit_source, self.root if self.backend == "onnx" else None)
         return self._fit_model
 
     def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:

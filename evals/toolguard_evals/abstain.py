@@ -42,6 +42,7 @@ from toolguard.precheck import (
 )
 from toolguard.precheck.rules import MissingInfoPolicy, RelevanceBackend
 from toolguard.specs import ToolSpec
+from toolguard.verifier import Backend, LearnedVerifier
 from toolguard_evals.relytoolbench import data as rtb_data
 from toolguard_evals.runner import check_failures, map_cases
 from toolguard_evals.verifier.report import by_split, print_by_split, three_way, trained_verifier
@@ -274,7 +275,8 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         model: BaseChatModel | None = None, relevance: RelevanceBackend = "lexical",
         missing_info: MissingInfoPolicy = "vague", progress: bool = False,
         verifier: str | Path | None = None,
-        thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+        thresholds: dict[str, float] | None = None,
+        backend: Backend = "torch") -> dict[str, Any]:
     """Run the pre-check (or the implicit evaluation) on every case and score it.
 
     The cases run through :func:`toolguard_evals.runner.map_cases`, one after another in
@@ -294,6 +296,8 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
             (``None``: ``$TOOLGUARD_VERIFIER``).
         thresholds: ``learned``: ``fit_threshold`` / ``slot_threshold`` for the pre-check
             (default: the folder's ``calibration.json``, else the library's defaults).
+        backend: ``learned``: where the verifier's encoders run (``LearnedVerifier``'s
+            ``backend``); one verifier instance serves every case.
 
     Raises:
         ValueError: For an unknown mode, an LLM/implicit mode without ``model``, or
@@ -304,10 +308,13 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
     if mode not in ("deterministic", "learned") and model is None:
         raise ValueError(f"mode {mode!r} needs a chat model")
     learned: dict[str, Any] = {}
+    options: dict[str, Any] = {}
     if mode == "learned":
         folder, calibrated = (trained_verifier(verifier) if verifier is not None
                               else (None, {}))
         learned = {"verifier": folder, **calibrated, **(thresholds or {})}
+        options = {**learned, "verifier": LearnedVerifier(folder, backend=backend)}
+        learned["backend"] = backend
 
     def decide(case: Case) -> dict[str, Any]:
         if mode == "implicit":
@@ -316,7 +323,7 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
             return {"label": label, "error": error, "decision": None}
         d = Precheck(case.tools, mode=mode, model=None if mode == "learned" else model,
                      relevance=relevance, missing_info=missing_info,
-                     **learned).decide(case.messages)
+                     **options).decide(case.messages)
         return {"label": d.decision, "error": d.model_error, "decision": d}
 
     ran = map_cases(cases, decide, case_id=lambda c: c.id, description=f"abstain ({mode})",
@@ -391,7 +398,8 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
          missing_info: MissingInfoPolicy = "vague",
          data_dir: str | Path | None = None, json_path: str | Path | None = None,
          limit: int | None = None, quiet: bool = False, verifier: str | Path | None = None,
-         thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+         thresholds: dict[str, float] | None = None,
+         backend: Backend = "torch") -> dict[str, Any]:
     """Evaluate on ``dataset``; print the table, write JSON if asked.
 
     Raises:
@@ -399,7 +407,8 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
     """
     cases = load_cases(dataset, data_dir=data_dir, limit=limit)
     report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info,
-                 progress=not quiet, verifier=verifier, thresholds=thresholds)
+                 progress=not quiet, verifier=verifier, thresholds=thresholds,
+                 backend=backend)
     report["dataset"] = dataset
     report["relevance"] = relevance
     report["missing_info"] = missing_info

@@ -12,9 +12,10 @@ With a trained verifier (``--verifier DIR``), :func:`sweep_learned` times the le
 pre-check and the learned relevance judge at 5 / 20 / 100 tools: each tool set is a
 RelyToolBench request's own tools padded with other RelyToolBench tools (the same padding
 for every request, as an agent's tool set stays while its users' requests change).  Warm:
-the set's tool documents were encoded before (the verifier caches them per text), the
-request is new (its goal is encoded, its slot pairs scored).  Cold: the first decision of
-a fresh verifier instance (models loaded, nothing cached): every tool document is encoded.
+the set's tool and parameter documents were encoded before (the verifier caches them per
+text), the request is new (its goal and slot context are encoded, its slot pairs scored).
+Cold: the first decision of a fresh verifier instance (models loaded, nothing cached):
+every tool document is encoded.
 Relevance: one judgment with a new goal (it is encoded), then one more of another tool with
 the same goal (``relevance_same_goal_ms``: an agent's further calls in the same turn).
 Also the process's resident memory before and after loading the verifier's models.
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toolguard.precheck import Precheck
+from toolguard.verifier import Backend
 from toolguard_evals.abstain import Case, load_cases
 from toolguard_evals.runner import latency_summary
 
@@ -63,16 +65,17 @@ def time_cases(cases: Sequence[Case], *, repeats: int = 3) -> dict[str, Any]:
 
 def main(*, datasets: Sequence[str] = ("relytoolbench", "bfcl"), limit: int | None = None,
          repeats: int = 3, json_path: str | Path | None = None,
-         verifier: str | Path | None = None) -> dict[str, Any]:
+         verifier: str | Path | None = None, backend: Backend = "torch") -> dict[str, Any]:
     """Time the pre-check on each dataset, print a table, write JSON if asked.
 
-    With ``verifier``, time the learned verifier instead (:func:`sweep_learned`).
+    With ``verifier``, time the learned verifier instead (:func:`sweep_learned`, on
+    ``backend``).
     """
     from rich.console import Console
     from rich.table import Table
 
     if verifier is not None:
-        sweep = sweep_learned(verifier, requests=limit or 40)
+        sweep = sweep_learned(verifier, requests=limit or 40, backend=backend)
         print_sweep(sweep)
         _write(json_path, sweep)
         return sweep
@@ -114,7 +117,7 @@ def _rss_mb() -> float:
 
 def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
                   requests: int = 40, data_dir: str | Path | None = None,
-                  threads: int | None = None) -> dict[str, Any]:
+                  threads: int | None = None, backend: Backend = "torch") -> dict[str, Any]:
     """Learned pre-check and relevance latency (ms) per tool-set size (module docstring).
 
     Args:
@@ -123,6 +126,7 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
         requests: RelyToolBench G1 requests timed per size.
         data_dir: The RelyToolBench data folder.
         threads: torch threads (``None``: torch's default).
+        backend: Where the encoders run (``LearnedVerifier(backend=)``).
 
     The requests are the answerable G1 ones with at most ``min(sizes)`` tools of their own.
 
@@ -131,7 +135,7 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
     """
     import random
 
-    from toolguard.verifier import LearnedRelevanceJudge, LearnedVerifier, goal_text
+    from toolguard.verifier import LearnedRelevanceJudge, LearnedVerifier, goal_text, slot_pair
     from toolguard_evals.abstain import load_relytoolbench
 
     if requests < 1:
@@ -144,7 +148,7 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
     import sentence_transformers  # noqa: F401  (torch and transformers with it)
 
     rss_before = _rss_mb()
-    loaded = LearnedVerifier(verifier)
+    loaded = LearnedVerifier(verifier, backend=backend)
     loaded.load()
     loaded.load_fit()
     rss_loaded = _rss_mb()
@@ -153,7 +157,8 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
     cases = [c for c in every if c.expected == "proceed" and len(c.tools) <= min(sizes)]
     random.Random(0).shuffle(pool)
     timed = cases[:requests]
-    report: dict[str, Any] = {"verifier": str(verifier), "requests": len(timed),
+    report: dict[str, Any] = {"verifier": str(verifier), "backend": backend,
+                              "requests": len(timed),
                               "tool_pool": len(pool)}
     for n in sizes:
         sets = []
@@ -162,13 +167,18 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
             sets.append([*c.tools, *[t for t in pool if t.name not in own][: n - len(own)]])
         cold: list[float] = []
         for c, tools in zip(timed[:10], sets[:10], strict=False):
-            fresh = LearnedVerifier(verifier)  # the shared models, empty caches
+            # the shared models, empty caches
+            fresh = LearnedVerifier(verifier, backend=backend)
             t0 = time.perf_counter()
             Precheck(tools, mode="learned", verifier=fresh).decide(c.messages)
             cold.append(1000 * (time.perf_counter() - t0))
-        shared = LearnedVerifier(verifier)  # empty caches: no goal of another size cached
-        for tools in sets:  # tool documents encoded once per set, as in a running agent
+        # empty caches: no goal of another size cached
+        shared = LearnedVerifier(verifier, backend=backend)
+        for tools in sets:  # tool and parameter documents encoded once per set, as in a
+            # running agent
             Precheck(tools, mode="learned", verifier=shared).decide([("user", "warm up")])
+            shared.score([slot_pair("warm up", t, p)
+                          for t in tools for p in t.required if p in t.properties])
         decide: list[float] = []
         judge_ms: list[float] = []
         same_goal_ms: list[float] = []
@@ -199,8 +209,8 @@ def print_sweep(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"learned verifier latency (ms), {report['requests']} RelyToolBench "
-                        "requests per size")
+    table = Table(title=f"learned verifier latency (ms, {report.get('backend', 'torch')}), "
+                        f"{report['requests']} RelyToolBench requests per size")
     for col in ("tools", "decide warm p50", "p99", "decide cold p50", "relevance p50", "p99",
                 "same goal p50"):
         table.add_column(col, justify="right")

@@ -304,6 +304,10 @@ def eval_abstain(
     slot_threshold: Annotated[
         float | None, typer.Option(help="learned: slot threshold (default: calibrated).")
     ] = None,
+    backend: Annotated[
+        str, typer.Option(help="learned: torch, or onnx (the folder's export from "
+                               "`toolguard verifier export-onnx`).")
+    ] = "torch",
 ) -> None:
     """Abstain (ICT) eval: accuracy/F1 per subset (abstain = positive class), three-way.
 
@@ -320,6 +324,8 @@ def eval_abstain(
         raise typer.BadParameter("relevance must be lexical or embedding")
     if missing_info not in ("vague", "unstated"):
         raise typer.BadParameter("missing-info must be vague or unstated")
+    if backend not in ("torch", "onnx"):
+        raise typer.BadParameter("backend must be torch or onnx")
     kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
                                  "limit": limit, "relevance": relevance,
                                  "missing_info": missing_info}
@@ -327,10 +333,12 @@ def eval_abstain(
         given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
         main(dataset, verifier=verifier,  # type: ignore[arg-type]
              thresholds={k: v for k, v in given.items() if v is not None},
-             **kwargs)  # type: ignore[arg-type]
+             backend=backend, **kwargs)  # type: ignore[arg-type]
         return
-    if verifier is not None or fit_threshold is not None or slot_threshold is not None:
-        raise typer.BadParameter("--verifier and the thresholds are for --mode learned")
+    if (verifier is not None or fit_threshold is not None or slot_threshold is not None
+            or backend != "torch"):
+        raise typer.BadParameter("--verifier, --backend and the thresholds are for --mode "
+                                 "learned")
     if mode == "deterministic":
         main(dataset, **kwargs)  # type: ignore[arg-type]
         return
@@ -632,6 +640,10 @@ def bench_precheck(
                                        "pre-check and relevance judge at 5 / 20 / 100 tools "
                                        "(--limit: requests per size, default 40).")
     ] = None,
+    backend: Annotated[
+        str, typer.Option(help="With --verifier: torch, or onnx (the folder's export from "
+                               "`toolguard verifier export-onnx`).")
+    ] = "torch",
 ) -> None:
     """Print the pre-check's p50/p99 per case (ms) over real cases (deterministic, or learned)."""
     from toolguard_evals.bench_precheck import main
@@ -639,8 +651,11 @@ def bench_precheck(
     datasets = tuple(dataset or ("relytoolbench", "bfcl"))
     if not set(datasets) <= {"relytoolbench", "bfcl"} or repeats < 1:
         raise typer.BadParameter("dataset: relytoolbench|bfcl; repeats >= 1")
+    if backend not in ("torch", "onnx"):
+        raise typer.BadParameter("--backend must be torch or onnx")
     main(datasets=datasets, limit=limit, repeats=repeats,
-         json_path=str(json_path) if json_path else None, verifier=verifier)
+         json_path=str(json_path) if json_path else None, verifier=verifier,
+         backend=backend)  # type: ignore[arg-type]
 
 
 def main() -> None:

@@ -23,13 +23,14 @@ Modes (:data:`PrecheckMode`):
 - ``learned``: a trained verifier (:mod:`toolguard.verifier`; ``verifier=`` or the
   ``TOOLGUARD_VERIFIER`` environment variable, else :class:`~toolguard.errors.ConfigurationError`
   naming ``toolguard verifier train``).  ``no_suitable_tool`` when no tool's fit to the goal
-  reaches ``fit_threshold``, except on a follow-up (an answer, a confirmation, a reference
-  to what came before: :attr:`~toolguard.conversation.Goal.follow_up`), whose request was
-  judged when it opened (when unsure, proceed); else ``ask_user`` naming each required
-  parameter of the best tool whose slot-presence score is below ``slot_threshold``, unless
-  a tool that fits about as well (within :data:`SLOT_TOOL_MARGIN`) has every required
-  value (when unsure, proceed); else ``proceed``.  A failing scorer is handled as a failing
-  LLM call (``fallback``).
+  reaches ``fit_threshold``, except when the request continues a session the tools already
+  serve: a follow-up (an answer, a confirmation, a reference to what came before:
+  :attr:`~toolguard.conversation.Goal.follow_up`), whose request was judged when it opened,
+  or a later user turn after a tool call that succeeded (when unsure, proceed); else
+  ``ask_user`` naming each required parameter of the best tool whose slot-presence score is
+  below ``slot_threshold``, unless a tool that fits about as well (within
+  :data:`SLOT_TOOL_MARGIN`) has every required value (when unsure, proceed); else
+  ``proceed``.  A failing scorer is handled as a failing LLM call (``fallback``).
 
 LLM modes work with any LangChain chat model: the JSON is asked for in the prompt and
 parsed here (no provider-native structured output, which the local llama.cpp server and
@@ -459,7 +460,8 @@ def _ongoing(conv: Conversation) -> bool:
     """Whether the request continues a session the tools already serve.
 
     A follow-up (an answer, a confirmation, a reference to what came before), or a later
-    user turn after a tool call that succeeded (:meth:`DeterministicRules.decide`).
+    user turn after a tool call that succeeded.  Both modes that judge tool fit skip
+    ``no_suitable_tool`` then (:meth:`DeterministicRules.decide`, the learned mode).
     """
     return conv.goal.follow_up or (conv.user_turns > 1 and any(
         c.ok and not c.refused and c.answer is not None and conv.last_user is not None

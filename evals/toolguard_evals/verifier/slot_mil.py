@@ -51,7 +51,7 @@ def _item(e: Any) -> tuple[tuple[str, str], int, str, dict[str, Any]]:
     if isinstance(e, Mapping):
         extra = {"group": (e.get("request_id"), e.get("group")), "rule": e.get("rule"),
                  "source": e.get("source")}
-        return tuple(e["pair"]), int(e["label"]), e["split"], extra  # type: ignore[return-value]
+        return tuple(e["pair"]), int(e["label"]), e["split"], extra
     extra = {"group": (e.request_id, e.request_text + e.tool.name), "rule": e.rule,
              "source": e.source}
     return e.pair(), int(e.label), e.split, extra
@@ -287,7 +287,7 @@ def train_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, seed:
     loss_fn = torch.nn.BCEWithLogitsLoss()
     best: tuple[float, float] = (-1.0, -1.0)
     best_state: dict[str, Any] = {}
-    history = []
+    history: list[dict[str, Any]] = []
     started = time.monotonic()
     order = list(range(len(train_items)))
     for epoch in range(1, epochs + 1):
@@ -454,7 +454,7 @@ def finetune_slot_mil(examples: Sequence[Any], out_dir: str | Path | None, *, se
     best: tuple[float, float] = (-1.0, -1.0)
     best_epoch = 0
     best_state: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-    history = []
+    history: list[dict[str, Any]] = []
     started = time.monotonic()
     order = list(range(len(train)))
     for epoch in range(1, epochs + 1):
