@@ -155,6 +155,18 @@ def test_backend_onnx_needs_an_export(mil_folder: Path, cross_folder: Path,
         LearnedVerifier(broken, backend="onnx")
 
 
+def test_without_onnxruntime_backend_onnx_fails_at_construction(
+        mil_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not at the first decision, where a failing verifier would fall back silently."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(ImportError, match=r"toolguard-agents\[onnx\]"):
+        Precheck(TOOLS, mode="learned", verifier=LearnedVerifier(mil_folder, backend="onnx"))
+
+
 def test_an_export_that_differs_from_torch_writes_nothing(
         mil_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = tmp_path / "fresh"

@@ -537,8 +537,8 @@ class LearnedVerifier(BaseCrossEncoder):
             bound out of range, an unknown ``backend``, or ``backend="onnx"`` for anything
             but a trained folder with an ONNX export (at construction); a cross-encoder
             with more than one label (at load).
-        ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra);
-            onnxruntime, with ``backend="onnx"`` (at load).
+        ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra), or
+            onnxruntime with ``backend="onnx"`` (the ``onnx`` extra).
     """
 
     def __init__(
@@ -600,6 +600,9 @@ class LearnedVerifier(BaseCrossEncoder):
                     "backend='onnx' runs a trained folder's ONNX export (fit/, slot/ and "
                     f"onnx/); got {self.source!r}")
             read_export_config(self.root)
+            if importlib.util.find_spec("onnxruntime") is None:  # not a silent fallback later
+                raise ImportError("backend='onnx' needs onnxruntime: "
+                                  "pip install 'toolguard-agents[onnx]'")
         self._lock = threading.Lock()
         self._scores = LRUCache(cache_size)
         self._vectors = LRUCache(cache_size)
