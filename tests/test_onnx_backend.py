@@ -116,7 +116,11 @@ def _pairs() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("layout", ["mil_folder", "cross_folder"])
 def test_onnx_scores_and_decisions_are_torchs(layout: str,
                                              request: pytest.FixtureRequest) -> None:
+    from toolguard import onnx_backend, verifier
+
     folder: Path = request.getfixturevalue(layout)
+    # the layout onnx_backend reads is the verifier's (onnx_backend may not import it)
+    assert (onnx_backend._FIT, onnx_backend._SLOT) == (verifier.FIT_FOLDER, verifier.SLOT_FOLDER)
     config = json.loads((folder / "onnx" / "export.json").read_text(encoding="utf-8"))
     assert config["slot"] == ("slot_scorer" if layout == "mil_folder" else "cross_encoder")
     assert config["fit_max_length"] == 96

@@ -47,6 +47,7 @@ PARITY_TOLERANCE: Final = 1e-4
 """Largest absolute difference from torch's scores the exporter accepts."""
 SLOT_KINDS: Final = ("cross_encoder", "slot_scorer")
 _INSTALL = "pip install 'toolguard-agents[onnx]'"
+_FIT, _SLOT = "fit", "slot"  # toolguard.verifier's FIT_FOLDER and SLOT_FOLDER (it imports this)
 
 
 def read_export_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
@@ -149,7 +150,7 @@ class OnnxBiEncoder:
         root = Path(folder)
         config = read_export_config(root)
         self.max_length: int = config["fit_max_length"]
-        self.encoder = OnnxTokenEncoder(root / ONNX_FOLDER / FIT_FILE, root / "fit",
+        self.encoder = OnnxTokenEncoder(root / ONNX_FOLDER / FIT_FILE, root / _FIT,
                                         threads=threads)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32, **_: Any) -> Any:
@@ -192,7 +193,7 @@ class OnnxCrossEncoder:
             raise ConfigurationError(f"{root / ONNX_FOLDER} holds a {config['slot']}, not a "
                                      "cross-encoder")
         self.max_length = max_length
-        self.encoder = OnnxTokenEncoder(root / ONNX_FOLDER / SLOT_FILE, root / "slot",
+        self.encoder = OnnxTokenEncoder(root / ONNX_FOLDER / SLOT_FILE, root / _SLOT,
                                         threads=threads)
 
     def predict(self, pairs: Sequence[tuple[str, str]], *, batch_size: int = 32,

@@ -33,7 +33,7 @@ from toolguard.onnx_backend import (
     OnnxBiEncoder,
     OnnxCrossEncoder,
 )
-from toolguard.verifier import MAX_TOKENS
+from toolguard.verifier import FIT_FOLDER, MAX_TOKENS, SLOT_FOLDER
 
 __all__ = ["OPSET", "PARITY_TEXTS", "export_onnx"]
 
@@ -66,7 +66,8 @@ def export_onnx(folder: str | Path, *, log: Callable[[str], None] = print) -> di
     import numpy as np
 
     root = Path(folder)
-    if not (root / "fit" / "config.json").is_file() or not (root / "slot").is_dir():
+    fit_dir, slot_dir = root / FIT_FOLDER, root / SLOT_FOLDER
+    if not (fit_dir / "config.json").is_file() or not slot_dir.is_dir():
         raise ConfigurationError(f"{root} is not a trained verifier folder (fit/ and slot/); "
                                  "train one with `toolguard verifier train`")
     from toolguard.slot_scorer import SlotScorer, is_slot_scorer_folder
@@ -79,22 +80,22 @@ def export_onnx(folder: str | Path, *, log: Callable[[str], None] = print) -> di
         probe = Path(tmp)
         staged = probe / ONNX_FOLDER
         staged.mkdir()
-        for name in ("fit", "slot"):
+        for name in (FIT_FOLDER, SLOT_FOLDER):
             (probe / name).symlink_to((root / name).resolve(), target_is_directory=True)
         from sentence_transformers import CrossEncoder, SentenceTransformer
 
-        fit = SentenceTransformer(str(root / "fit"), device="cpu").eval()
+        fit = SentenceTransformer(str(fit_dir), device="cpu").eval()
         _export(fit[0].auto_model, fit.tokenizer, staged / FIT_FILE, pair=False)
         fit_reference = fit.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
-        if is_slot_scorer_folder(root / "slot"):
+        if is_slot_scorer_folder(slot_dir):
             slot_kind = "slot_scorer"
-            scorer = SlotScorer(root / "slot")
+            scorer = SlotScorer(slot_dir)
             tokenizer, encoder, _ = scorer.load()
             _export(encoder, tokenizer, staged / SLOT_FILE, pair=False)
             slot_reference = scorer.score(pairs)
         else:
             slot_kind = "cross_encoder"
-            cross = CrossEncoder(str(root / "slot"), max_length=MAX_TOKENS, device="cpu")
+            cross = CrossEncoder(str(slot_dir), max_length=MAX_TOKENS, device="cpu")
             cross.model.eval()
             _export(cross.model, cross.tokenizer, staged / SLOT_FILE, pair=True)
             slot_reference = cross.predict(pairs, convert_to_numpy=True, show_progress_bar=False)
@@ -103,7 +104,7 @@ def export_onnx(folder: str | Path, *, log: Callable[[str], None] = print) -> di
                                   "slot": slot_kind}
         (staged / EXPORT_CONFIG).write_text(json.dumps(config), encoding="utf-8")
         fit_out = OnnxBiEncoder(probe).encode(texts)
-        slot_out = (SlotScorer(root / "slot", onnx_encoder=staged / SLOT_FILE).score(pairs)
+        slot_out = (SlotScorer(slot_dir, onnx_encoder=staged / SLOT_FILE).score(pairs)
                     if slot_kind == "slot_scorer"
                     else OnnxCrossEncoder(probe, MAX_TOKENS).predict(pairs))
         parity = {"fit": float(np.abs(fit_out - fit_reference).max()),
