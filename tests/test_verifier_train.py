@@ -167,5 +167,9 @@ def test_bench_sweep_reports_every_size(trained: Path) -> None:
         assert set(report[size]) == {"decide_warm_ms", "decide_cold_ms", "relevance_ms",
                                      "relevance_same_goal_ms"}
         assert all(report[size][key]["p50"] > 0 for key in report[size])
-    assert set(report["rss_mb"]) == {"start", "before", "models_loaded", "after"}
-    assert all(mib > 0 for mib in report["rss_mb"].values())  # Linux /proc
+    rss = report["rss_mb"]
+    assert set(rss) == {"start", "before", "models_loaded", "after", "after_trim",
+                        "torch_imported"}
+    assert rss["torch_imported"] is True  # the torch backend
+    assert all(rss[k] > 0 for k in ("start", "before", "models_loaded", "after"))  # /proc
+    assert rss["after_trim"] is None or 0 < rss["after_trim"] <= rss["after"] + 1

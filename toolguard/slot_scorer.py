@@ -30,7 +30,8 @@ Folder layout (what ``toolguard_evals.verifier.slot_mil.train_slot_mil`` writes)
 from a sentence-transformers cross-encoder folder.
 
 torch, transformers and safetensors are imported only when the model loads, so this module
-imports without them.
+imports without them; on onnxruntime (``onnx_encoder`` and ``onnx_head``, what
+``LearnedVerifier(backend="onnx")`` passes) they are not imported at all.
 """
 
 from __future__ import annotations
@@ -187,8 +188,10 @@ class SlotScorer:
         context_cache_size: Contexts whose token vectors are kept (LRU), >= 0.
         document_cache_size: Parameter documents whose vectors are kept (LRU), >= 0.
         batch_size: Texts per encoder forward pass, >= 1.
-        onnx_encoder: The encoder exported to ONNX (``toolguard.onnx_backend``): when
-            given, the encoder passes run on onnxruntime (the head stays in torch).
+        onnx_encoder: The encoder exported to ONNX (``toolguard.onnx_backend``), given with
+            ``onnx_head``: the encoder and the head then run on onnxruntime, with numpy
+            between them, and torch and transformers are not imported.
+        onnx_head: The head exported to ONNX (:data:`toolguard.onnx_backend.HEAD_FILE`).
 
     Attributes:
         config: The folder's :data:`HEAD_CONFIG`.
@@ -198,16 +201,22 @@ class SlotScorer:
     Raises:
         toolguard.errors.ConfigurationError: The folder is not a valid slot-scorer folder
             (at construction), or its encoder cannot be found (at load).
-        toolguard.errors.InputError: A cache size < 0 or a batch size < 1.
+        toolguard.errors.InputError: A cache size < 0 or a batch size < 1, or only one of
+            ``onnx_encoder`` and ``onnx_head``.
     """
 
     def __init__(self, folder: str | os.PathLike[str], *, context_cache_size: int = 64,
                  document_cache_size: int = 1024, batch_size: int = 16,
-                 onnx_encoder: str | os.PathLike[str] | None = None) -> None:
+                 onnx_encoder: str | os.PathLike[str] | None = None,
+                 onnx_head: str | os.PathLike[str] | None = None) -> None:
         if context_cache_size < 0 or document_cache_size < 0 or batch_size < 1:
             raise InputError("cache sizes must be >= 0 and batch_size >= 1")
+        if (onnx_encoder is None) != (onnx_head is None):
+            raise InputError("onnx_encoder and onnx_head go together (the whole scorer runs on "
+                             "onnxruntime, or none of it)")
         self.folder = Path(folder)
         self.onnx_encoder = None if onnx_encoder is None else Path(onnx_encoder)
+        self.onnx_head = None if onnx_head is None else Path(onnx_head)
         self.config = read_head_config(self.folder)
         threshold = self.config.get("threshold")
         self.threshold: float | None = None if threshold is None else float(threshold)
@@ -226,30 +235,33 @@ class SlotScorer:
     def load(self) -> tuple[Any, Any, Any]:
         """``(tokenizer, encoder, head)``, loaded now if not yet (thread-safe).
 
+        On onnxruntime (``onnx_encoder``): ``(None, OnnxTokenEncoder, OnnxSlotHead)``, the
+        encoder tokenising itself.
+
         Raises:
             toolguard.errors.ConfigurationError: The encoder cannot be found, or the
                 weights do not fit the config.
             ImportError: torch, transformers or safetensors is not installed (or
-                onnxruntime, with ``onnx_encoder``).
+                onnxruntime and tokenizers, with ``onnx_encoder``).
         """
         with self._lock:
             if self._loaded is None:
-                from safetensors.torch import load_file
-                from transformers import AutoConfig, AutoModel, AutoTokenizer
-
                 path = _encoder_path(self.folder, self.config["encoder"])
-                width = int(AutoConfig.from_pretrained(path).hidden_size)
+                width = _hidden_size(path)
                 if width != self.config["dim"]:
                     raise ConfigurationError(f"encoder width {width} != head dim "
                                              f"{self.config['dim']} in {self.folder}")
-                if self.onnx_encoder is not None:
-                    from toolguard.onnx_backend import OnnxTokenEncoder
+                if self.onnx_encoder is not None and self.onnx_head is not None:
+                    from toolguard.onnx_backend import OnnxSlotHead, OnnxTokenEncoder
 
-                    encoder: Any = OnnxTokenEncoder(self.onnx_encoder, path)
-                    tokenizer = encoder.tokenizer
-                else:
-                    tokenizer = AutoTokenizer.from_pretrained(path)
-                    encoder = AutoModel.from_pretrained(path).eval()
+                    self._loaded = (None, OnnxTokenEncoder(self.onnx_encoder, path),
+                                    OnnxSlotHead(self.onnx_head))
+                    return self._loaded
+                from safetensors.torch import load_file
+                from transformers import AutoModel, AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(path)
+                encoder = AutoModel.from_pretrained(path).eval()
                 head = build_head(self.config)
                 try:
                     head.load_state_dict(load_file(str(self.folder / HEAD_WEIGHTS)))
@@ -261,23 +273,25 @@ class SlotScorer:
             return self._loaded
 
     def _encode(self, texts: Sequence[str], max_tokens: int) -> list[Any]:
-        """Token vectors ``[T_i, dim]`` (float32) of each text, padding dropped."""
-        import torch
+        """Token vectors ``[T_i, dim]`` (float32) of each text, padding dropped.
 
+        numpy arrays on onnxruntime, torch tensors otherwise.
+        """
         tokenizer, encoder, _ = self.load()
         out: list[Any] = []
+        if tokenizer is None:
+            for start in range(0, len(texts), self.batch_size):
+                array, mask = encoder.run(list(texts[start:start + self.batch_size]), max_tokens)
+                out.extend(array[i, :n].copy() for i, n in enumerate(mask.sum(axis=1).tolist()))
+            return out
+        import torch
+
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
-                batch = list(texts[start:start + self.batch_size])
-                if self.onnx_encoder is not None:
-                    array, mask = encoder.run(batch, max_tokens)
-                    hidden = torch.from_numpy(array)
-                    lengths = mask.sum(axis=1).tolist()
-                else:
-                    enc = tokenizer(batch, padding=True, truncation=True,
-                                    max_length=max_tokens, return_tensors="pt")
-                    hidden = encoder(**enc).last_hidden_state
-                    lengths = enc["attention_mask"].sum(dim=1).tolist()
+                enc = tokenizer(list(texts[start:start + self.batch_size]), padding=True,
+                                truncation=True, max_length=max_tokens, return_tensors="pt")
+                hidden = encoder(**enc).last_hidden_state
+                lengths = enc["attention_mask"].sum(dim=1).tolist()
                 out.extend(hidden[i, :n].clone() for i, n in enumerate(lengths))
         return out
 
@@ -289,7 +303,7 @@ class SlotScorer:
         if todo:
             if not pool:
                 self.encoded_contexts += len(todo)
-            fresh = {text: tokens.mean(dim=0) if pool else tokens
+            fresh = {text: tokens.mean(0) if pool else tokens
                      for text, tokens in zip(todo, self._encode(todo, max_tokens), strict=True)}
             cache.put_many(fresh)
             found.update(fresh)
@@ -311,7 +325,8 @@ class SlotScorer:
 
         Raises:
             toolguard.errors.InputError: A pair is not two strings.
-            ImportError: torch, transformers or safetensors is not installed.
+            ImportError: torch, transformers or safetensors is not installed (onnxruntime,
+                tokenizers and numpy on onnxruntime).
         """
         if not text_pairs:
             return []
@@ -324,14 +339,16 @@ class SlotScorer:
             query = pair[0][len(SLOT_PREFIX):] if pair[0].startswith(SLOT_PREFIX) else pair[0]
             contexts.append(query.strip() or "(empty)")
             documents.append(pair[1].strip() or "(empty)")
-        import torch
-
         with self._lock:
-            _, _, head = self.load()
+            tokenizer, _, head = self.load()
             ctx = self._vectors(contexts, self._contexts, self.config["context_max_tokens"],
                                 pool=False)
             doc = self._vectors(documents, self._documents, self.config["document_max_tokens"],
                                 pool=True)
+            if tokenizer is None:
+                return _score_numpy(head, [ctx[c] for c in contexts], [doc[d] for d in documents])
+            import torch
+
             h = torch.nn.utils.rnn.pad_sequence([ctx[c] for c in contexts], batch_first=True)
             lengths = torch.tensor([len(ctx[c]) for c in contexts])
             mask = torch.arange(h.shape[1])[None, :] < lengths[:, None]
@@ -339,3 +356,25 @@ class SlotScorer:
             with torch.inference_mode():
                 scores = torch.sigmoid(head(h, mask, q))
         return [float(s) for s in scores.tolist()]
+
+
+def _score_numpy(head: Any, contexts: Sequence[Any], documents: Sequence[Any]) -> list[float]:
+    """Sigmoid of ``head``'s bag logits for token-vector arrays padded here (onnxruntime)."""
+    import numpy as np
+
+    lengths = np.array([len(c) for c in contexts])
+    h = np.zeros((len(contexts), int(lengths.max()), contexts[0].shape[1]), dtype=np.float32)
+    for i, tokens in enumerate(contexts):
+        h[i, :len(tokens)] = tokens
+    mask = np.arange(h.shape[1])[None, :] < lengths[:, None]
+    logits = np.asarray(head(h, mask, np.stack(documents)), dtype=np.float64).reshape(-1)
+    return [float(s) for s in 1.0 / (1.0 + np.exp(-logits))]
+
+
+def _hidden_size(encoder: str) -> int:
+    """The encoder's width (``hidden_size`` in its ``config.json``)."""
+    path = Path(encoder) / "config.json"
+    try:
+        return int(json.loads(path.read_text(encoding="utf-8"))["hidden_size"])
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ConfigurationError(f"{path} gives no hidden_size: {exc!r}") from exc

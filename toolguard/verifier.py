@@ -358,9 +358,10 @@ class CrossEncoderLike(Protocol):
         ...
 
 
-Backend: TypeAlias = Literal["torch", "onnx"]
-"""Where :class:`LearnedVerifier` runs a trained folder's encoders."""
-BACKENDS: tuple[Backend, ...] = ("torch", "onnx")
+Backend: TypeAlias = Literal["torch", "onnx", "onnx-int8"]
+"""Where :class:`LearnedVerifier` runs a trained folder's encoders: torch, or its ONNX export
+on onnxruntime with float32 or int8 encoder weights."""
+BACKENDS: tuple[Backend, ...] = ("torch", "onnx", "onnx-int8")
 VerifierOption: TypeAlias = "str | os.PathLike[str] | CrossEncoderLike | None"
 """What a ``verifier=`` option takes (see :func:`resolve_verifier`)."""
 
@@ -422,18 +423,20 @@ def read_goal_center(folder: str | os.PathLike[str]) -> Any:
     return vector
 
 
-def _load_cross_encoder(source: str, max_length: int, onnx: Path | None = None) -> Any:
+def _load_cross_encoder(source: str, max_length: int, onnx: Path | None = None,
+                        int8: bool = False) -> Any:
     """One sentence-transformers ``CrossEncoder`` per source, shared (CPU, eval mode).
 
-    With ``onnx`` (a trained folder): its exported slot cross-encoder on onnxruntime.
+    With ``onnx`` (a trained folder): its exported slot cross-encoder on onnxruntime (the
+    int8 one with ``int8``).
     """
-    key = f"ce\0{source}\0{max_length}\0{onnx}"
+    key = f"ce\0{source}\0{max_length}\0{onnx}\0{int8}"
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None and onnx is not None:
             from toolguard.onnx_backend import OnnxCrossEncoder
 
-            model = _LOADED[key] = OnnxCrossEncoder(onnx, max_length)
+            model = _LOADED[key] = OnnxCrossEncoder(onnx, max_length, int8=int8)
         if model is None:
             from sentence_transformers import CrossEncoder
 
@@ -454,38 +457,39 @@ def _is_slot_scorer(source: str | Path) -> bool:
     return Path(source).is_dir() and is_slot_scorer_folder(source)
 
 
-def _load_slot_scorer(source: str, onnx: Path | None = None) -> Any:
+def _load_slot_scorer(source: str, onnx: Path | None = None, int8: bool = False) -> Any:
     """One :class:`~toolguard.slot_scorer.SlotScorer` per folder, shared, loaded now.
 
-    With ``onnx`` (a trained folder): its encoder passes on onnxruntime.
+    With ``onnx`` (a trained folder): its exported encoder (the int8 one with ``int8``) and
+    head on onnxruntime.
     """
-    from toolguard.onnx_backend import ONNX_FOLDER, SLOT_FILE
+    from toolguard.onnx_backend import model_files
     from toolguard.slot_scorer import SlotScorer
 
-    key = f"mil\0{source}\0{onnx}"
+    key = f"mil\0{source}\0{onnx}\0{int8}"
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None:
-            model = SlotScorer(source, onnx_encoder=None if onnx is None
-                               else onnx / ONNX_FOLDER / SLOT_FILE)
+            files = {} if onnx is None else model_files(onnx, "slot_scorer", int8=int8)
+            model = SlotScorer(source, onnx_encoder=files.get("slot"), onnx_head=files.get("head"))
             model.load()
             _LOADED[key] = model
         return model
 
 
-def _load_bi_encoder(source: str, onnx: Path | None = None) -> Any:
+def _load_bi_encoder(source: str, onnx: Path | None = None, int8: bool = False) -> Any:
     """One sentence-transformers ``SentenceTransformer`` per source, shared (CPU, eval mode).
 
     Its saved ``max_seq_length`` (what it was trained with) is kept.  With ``onnx`` (a
-    trained folder): its exported fit encoder on onnxruntime.
+    trained folder): its exported fit encoder on onnxruntime (the int8 one with ``int8``).
     """
-    key = f"bi\0{source}\0{onnx}"
+    key = f"bi\0{source}\0{onnx}\0{int8}"
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None and onnx is not None:
             from toolguard.onnx_backend import OnnxBiEncoder
 
-            model = _LOADED[key] = OnnxBiEncoder(onnx)
+            model = _LOADED[key] = OnnxBiEncoder(onnx, int8=int8)
         if model is None:
             from sentence_transformers import SentenceTransformer
 
@@ -516,17 +520,21 @@ class LearnedVerifier(BaseCrossEncoder):
             pairs are cut.  The bi-encoder keeps the length it was trained with.
         batch_size: Pairs (texts) per forward pass.
         cache_size: Pair scores, and text embeddings, kept each, >= 0 (0: no cache).
-        backend: ``"torch"`` (default) or ``"onnx"``: the trained folder's encoders on
-            onnxruntime (:mod:`toolguard.onnx_backend`; the ``onnx`` extra and an export
-            the folder holds: ``toolguard verifier export-onnx DIR``), same scores, faster
-            on the CPU.
+        backend: ``"torch"`` (default), ``"onnx"`` or ``"onnx-int8"``: the trained folder's
+            models on onnxruntime (:mod:`toolguard.onnx_backend`; the ``onnx`` extra and an
+            export the folder holds: ``toolguard verifier export-onnx DIR [--int8]``),
+            without torch.  ``"onnx"``: the same scores, faster on the CPU.
+            ``"onnx-int8"``: int8 encoder weights, faster again and smaller; scores move
+            slightly, so the export moves the folder's operating points to flag as many of
+            its dev pairs as before.
 
     Attributes:
         thresholds: The trained folder's operating points, ``{"fit_threshold": float,
             "slot_threshold": float}`` and, when calibrated, ``relevance_min_fit`` and
             ``relevance_margin`` (from its ``calibration.json``; empty for another model).
             ``Precheck`` and :class:`LearnedRelevanceJudge` use them unless given their own.
-        backend: Where the encoders run (``"torch"`` or ``"onnx"``).
+            With ``backend="onnx-int8"``, the export's int8 ones.
+        backend: Where the models run (:data:`BACKENDS`).
         root: The trained folder (with ``fit/`` and ``slot/``), or ``None`` for a single
             cross-encoder.
 
@@ -534,11 +542,12 @@ class LearnedVerifier(BaseCrossEncoder):
         toolguard.errors.ConfigurationError: No model given and :data:`ENV_VAR` unset, a
             path that is neither a folder nor a hub id, a folder holding no model, a
             ``calibration.json`` that is not a JSON object of thresholds in ``[0, 1]``, or a
-            bound out of range, an unknown ``backend``, or ``backend="onnx"`` for anything
-            but a trained folder with an ONNX export (at construction); a cross-encoder
-            with more than one label (at load).
-        ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra), or
-            onnxruntime with ``backend="onnx"`` (the ``onnx`` extra).
+            bound out of range, an unknown ``backend``, or an ONNX backend for anything but
+            a trained folder with that export (at construction); a cross-encoder with more
+            than one label (at load).
+        ImportError: ``sentence-transformers`` is not installed (the ``learned`` extra;
+            backend ``"torch"``), or onnxruntime and tokenizers with an ONNX backend (the
+            ``onnx`` extra).
     """
 
     def __init__(
@@ -582,7 +591,7 @@ class LearnedVerifier(BaseCrossEncoder):
                 self.source = str(root / SLOT_FOLDER)
                 self.root = root
             self.thresholds = _read_thresholds(root)
-            if importlib.util.find_spec("sentence_transformers") is None:
+            if backend == "torch" and importlib.util.find_spec("sentence_transformers") is None:
                 raise ImportError("the learned verifier needs sentence-transformers and torch: "
                                   "pip install 'toolguard-agents[learned]'")
             if self.fit_source is not None:
@@ -592,16 +601,21 @@ class LearnedVerifier(BaseCrossEncoder):
                 raise ConfigurationError(
                     f"{self.source} is a slot scorer: it scores slot pairs only; pass the "
                     f"trained folder that holds it with a fit/ model ({TRAIN_COMMAND})")
-        if backend == "onnx":
+        if backend != "torch":
             from toolguard.onnx_backend import read_export_config
 
             if self.root is None:
                 raise ConfigurationError(
-                    "backend='onnx' runs a trained folder's ONNX export (fit/, slot/ and "
+                    f"backend={backend!r} runs a trained folder's ONNX export (fit/, slot/ and "
                     f"onnx/); got {self.source!r}")
-            read_export_config(self.root)
-            if importlib.util.find_spec("onnxruntime") is None:  # not a silent fallback later
-                raise ImportError("backend='onnx' needs onnxruntime: "
+            export = read_export_config(self.root, int8=backend == "onnx-int8")
+            if backend == "onnx-int8":
+                self.thresholds = {**self.thresholds, **_checked_thresholds(
+                    export["int8"]["thresholds"], f"{self.root}/onnx/export.json int8")}
+            missing = [m for m in ("onnxruntime", "tokenizers")
+                       if importlib.util.find_spec(m) is None]
+            if missing:  # not a silent fallback at the first decision
+                raise ImportError(f"backend={backend!r} needs {' and '.join(missing)}: "
                                   "pip install 'toolguard-agents[onnx]'")
         self._lock = threading.Lock()
         self._scores = LRUCache(cache_size)
@@ -622,9 +636,10 @@ class LearnedVerifier(BaseCrossEncoder):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    onnx = self.root if self.backend == "onnx" else None
-                    self._model = (_load_slot_scorer(self.source, onnx) if self._slot_scorer
-                                   else _load_cross_encoder(self.source, self.max_length, onnx))
+                    onnx, int8 = self._onnx()
+                    self._model = (
+                        _load_slot_scorer(self.source, onnx, int8) if self._slot_scorer
+                        else _load_cross_encoder(self.source, self.max_length, onnx, int8))
         return self._model
 
     def load_fit(self) -> Any:
@@ -636,9 +651,12 @@ class LearnedVerifier(BaseCrossEncoder):
         if self.fit_source is not None and self._fit_model is None:
             with self._lock:
                 if self._fit_model is None:
-                    self._fit_model = _load_bi_encoder(
-                        self.fit_source, self.root if self.backend == "onnx" else None)
+                    self._fit_model = _load_bi_encoder(self.fit_source, *self._onnx())
         return self._fit_model
+
+    def _onnx(self) -> tuple[Path | None, bool]:
+        """``(trained folder, int8)`` for an ONNX backend, ``(None, False)`` for torch."""
+        return (None if self.backend == "torch" else self.root), self.backend == "onnx-int8"
 
     def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
         """Scores in ``[0, 1]``, one per ``(query, document)`` pair, in order.
@@ -730,6 +748,28 @@ def _read_thresholds(root: Path) -> dict[str, float]:
     for label, value in found.items():
         _check_unit(f"{path}: {label}", value)
     return found
+
+
+THRESHOLD_KEYS = ("fit_threshold", "slot_threshold", "relevance_min_fit", "relevance_margin")
+"""The operating points a verifier carries (:attr:`LearnedVerifier.thresholds`)."""
+
+
+def _checked_thresholds(found: Any, where: str) -> dict[str, float]:
+    """``found`` as operating points: a mapping of :data:`THRESHOLD_KEYS` to ``[0, 1]``.
+
+    Raises:
+        toolguard.errors.ConfigurationError: Another shape, key or value.
+    """
+    if not isinstance(found, dict) or not set(found) <= set(THRESHOLD_KEYS):
+        raise ConfigurationError(f"{where}: operating points are a mapping of "
+                                 f"{list(THRESHOLD_KEYS)}, got {found!r}")
+    out = {}
+    for label, value in found.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigurationError(f"{where}: {label} must be a number, got {value!r}")
+        _check_unit(f"{where}: {label}", float(value))
+        out[label] = float(value)
+    return out
 
 
 def verifier_thresholds(verifier: CrossEncoderLike) -> dict[str, float]:

@@ -18,12 +18,16 @@ Cold: the first decision of a fresh verifier instance (models loaded, nothing ca
 every tool document is encoded.
 Relevance: one judgment with a new goal (it is encoded), then one more of another tool with
 the same goal (``relevance_same_goal_ms``: an agent's further calls in the same turn).
-Also the process's resident memory before and after loading the verifier's models.
+Also the process's resident memory (MiB) before and after loading the verifier's models,
+after the sweep, and after the sweep once glibc's ``malloc_trim(0)`` has returned the freed
+memory its arenas keep (what the verifier still holds), and whether torch was imported (an
+ONNX backend does not need it).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,6 +119,24 @@ def _rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _trimmed_rss_mb() -> float | None:
+    """Resident MiB after glibc's ``malloc_trim(0)`` hands freed heap memory back to the OS.
+
+    What the process still uses, without the freed memory glibc keeps in its per-thread
+    arenas (onnxruntime's threads free large buffers there); ``None`` without glibc.
+    """
+    import ctypes
+    import gc
+
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    gc.collect()
+    trim(0)
+    return round(_rss_mb(), 1)
+
+
 def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
                   requests: int = 40, data_dir: str | Path | None = None,
                   threads: int | None = None, backend: Backend = "torch") -> dict[str, Any]:
@@ -144,15 +166,16 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
         import torch
 
         torch.set_num_threads(threads)
-    rss_start = _rss_mb()
-    import sentence_transformers  # noqa: F401  (torch and transformers with it)
+    every = [c for c in load_relytoolbench(data_dir) if c.id.startswith("G1_instruction:")]
+    rss_start = _rss_mb()  # the requests loaded: what follows is the verifier's
+    if backend == "torch":
+        import sentence_transformers  # noqa: F401  (torch and transformers with it)
 
     rss_before = _rss_mb()
     loaded = LearnedVerifier(verifier, backend=backend)
     loaded.load()
     loaded.load_fit()
     rss_loaded = _rss_mb()
-    every = [c for c in load_relytoolbench(data_dir) if c.id.startswith("G1_instruction:")]
     pool = list({t.name: t for c in every for t in c.tools}.values())
     cases = [c for c in every if c.expected == "proceed" and len(c.tools) <= min(sizes)]
     random.Random(0).shuffle(pool)
@@ -199,8 +222,11 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
                           "decide_cold_ms": latency_summary(cold),
                           "relevance_ms": latency_summary(judge_ms),
                           "relevance_same_goal_ms": latency_summary(same_goal_ms)}
+    after = _rss_mb()
     report["rss_mb"] = {"start": round(rss_start, 1), "before": round(rss_before, 1),
-                        "models_loaded": round(rss_loaded, 1), "after": round(_rss_mb(), 1)}
+                        "models_loaded": round(rss_loaded, 1), "after": round(after, 1),
+                        "after_trim": _trimmed_rss_mb(),
+                        "torch_imported": "torch" in sys.modules}
     return report
 
 
@@ -224,10 +250,14 @@ def print_sweep(report: dict[str, Any]) -> None:
                       f"{row.get('relevance_same_goal_ms', {}).get('p50', float('nan')):.1f}")
     Console().print(table)
     rss = report["rss_mb"]
-    Console().print(f"resident memory (MiB): {rss['start']} at the start, {rss['before']} with "
-                    f"torch and sentence-transformers imported, {rss['models_loaded']} with both "
-                    f"models loaded, {rss['after']} after the sweep (the models and their "
-                    f"caches: +{rss['after'] - rss['before']:.0f})")
+    imported = ("torch and sentence-transformers imported" if report.get("backend") == "torch"
+                else "before loading")
+    Console().print(f"resident memory (MiB): {rss['start']} at the start, {rss['before']} "
+                    f"{imported}, {rss['models_loaded']} with both models loaded, "
+                    f"{rss['after']} after the sweep (the models and their caches: "
+                    f"+{rss['after'] - rss['before']:.0f}), {rss.get('after_trim')} once glibc "
+                    f"has returned freed memory (malloc_trim); torch imported: "
+                    f"{rss.get('torch_imported')}")
 
 
 __all__ = ["main", "print_sweep", "sweep_learned", "time_cases"]

@@ -305,8 +305,8 @@ def eval_abstain(
         float | None, typer.Option(help="learned: slot threshold (default: calibrated).")
     ] = None,
     backend: Annotated[
-        str, typer.Option(help="learned: torch, or onnx (the folder's export from "
-                               "`toolguard verifier export-onnx`).")
+        str, typer.Option(help="learned: torch, onnx or onnx-int8 (the folder's export "
+                               "from `toolguard verifier export-onnx [--int8]`).")
     ] = "torch",
 ) -> None:
     """Abstain (ICT) eval: accuracy/F1 per subset (abstain = positive class), three-way.
@@ -324,8 +324,10 @@ def eval_abstain(
         raise typer.BadParameter("relevance must be lexical or embedding")
     if missing_info not in ("vague", "unstated"):
         raise typer.BadParameter("missing-info must be vague or unstated")
-    if backend not in ("torch", "onnx"):
-        raise typer.BadParameter("backend must be torch or onnx")
+    from toolguard.verifier import BACKENDS
+
+    if backend not in BACKENDS:
+        raise typer.BadParameter(f"backend must be one of {', '.join(BACKENDS)}")
     kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
                                  "limit": limit, "relevance": relevance,
                                  "missing_info": missing_info}
@@ -641,8 +643,8 @@ def bench_precheck(
                                        "(--limit: requests per size, default 40).")
     ] = None,
     backend: Annotated[
-        str, typer.Option(help="With --verifier: torch, or onnx (the folder's export from "
-                               "`toolguard verifier export-onnx`).")
+        str, typer.Option(help="With --verifier: torch, onnx or onnx-int8 (the folder's "
+                               "export from `toolguard verifier export-onnx [--int8]`).")
     ] = "torch",
 ) -> None:
     """Print the pre-check's p50/p99 per case (ms) over real cases (deterministic, or learned)."""
@@ -651,11 +653,13 @@ def bench_precheck(
     datasets = tuple(dataset or ("relytoolbench", "bfcl"))
     if not set(datasets) <= {"relytoolbench", "bfcl"} or repeats < 1:
         raise typer.BadParameter("dataset: relytoolbench|bfcl; repeats >= 1")
-    if backend not in ("torch", "onnx"):
-        raise typer.BadParameter("--backend must be torch or onnx")
+    from toolguard.verifier import BACKENDS
+
+    if backend not in BACKENDS:
+        raise typer.BadParameter(f"--backend must be one of {', '.join(BACKENDS)}")
     main(datasets=datasets, limit=limit, repeats=repeats,
          json_path=str(json_path) if json_path else None, verifier=verifier,
-         backend=backend)  # type: ignore[arg-type]
+         backend=backend)
 
 
 def main() -> None:

@@ -46,17 +46,28 @@ def train_command(
 @verifier_app.command("export-onnx")
 def export_onnx_command(
     folder: Annotated[Path, typer.Argument(help="A `toolguard verifier train` output folder.")],
+    int8: Annotated[bool, typer.Option(
+        "--int8", help="Also write int8 encoders (backend=\"onnx-int8\") and choose their "
+                       "operating points again on the folder's dev split (needs its data).")
+    ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="With --int8: the data root the dev split is rebuilt from "
+                          "(default: $TOOLGUARD_DATA_DIR, else ../shared/data)."),
+    ] = None,
 ) -> None:
-    """Export the folder's encoders to FOLDER/onnx/ (for backend="onnx").
+    """Export the folder's models to FOLDER/onnx/ (for backend="onnx" / "onnx-int8").
 
-    The exported models' scores are checked against torch's first (needs the onnx extra).
+    The exported models' scores are checked against torch's first (needs the library's
+    onnx-export extra).
     """
     from toolguard.errors import ConfigurationError
     from toolguard_evals.verifier.export_onnx import export_onnx
 
     try:
-        export_onnx(folder, log=lambda line: typer.echo(line, err=True))
-    except ConfigurationError as exc:
+        export_onnx(folder, int8=int8, data_dir=data_dir,
+                    log=lambda line: typer.echo(line, err=True))
+    except (ConfigurationError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 
