@@ -154,11 +154,11 @@ class OnnxTokenEncoder:
     Args:
         model: The ``.onnx`` file.
         tokenizer: A folder holding the model's ``tokenizer.json``.
-        per_text: Run each text (pair) alone; ``None``: for an int8 model (a file named
-            ``*``:data:`INT8_SUFFIX`).  An int8 model needs it: dynamic quantisation scales
-            each activation by its range over the whole batch, padding included, so a text
-            batched with others would score differently from the same text alone; alone, a
-            text's output depends on the text only.
+        per_text: Run each text (pair) alone; ``None``: for an int8 model (a file whose
+            name ends with :data:`INT8_SUFFIX`).  An int8 model needs it: dynamic
+            quantisation scales each activation by its range over the whole batch, padding
+            included, so a text batched with others would score differently from the same
+            text alone; alone, a text's output depends on the text only.
         threads: onnxruntime intra-op threads (``None``: its default).
 
     Raises:
