@@ -745,9 +745,7 @@ def _read_thresholds(root: Path) -> dict[str, float]:
             found["relevance_margin"] = float(data["relevance"]["margin"])
     except (ValueError, TypeError, KeyError) as exc:
         raise ConfigurationError(f"{path} is not a verifier calibration: {exc!r}") from exc
-    for label, value in found.items():
-        _check_unit(f"{path}: {label}", value)
-    return found
+    return _checked_thresholds(found, str(path))
 
 
 THRESHOLD_KEYS = ("fit_threshold", "slot_threshold", "relevance_min_fit", "relevance_margin")

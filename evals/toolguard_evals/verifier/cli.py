@@ -47,8 +47,8 @@ def train_command(
 def export_onnx_command(
     folder: Annotated[Path, typer.Argument(help="A `toolguard verifier train` output folder.")],
     int8: Annotated[bool, typer.Option(
-        "--int8", help="Also write int8 encoders (backend=\"onnx-int8\") and choose their "
-                       "operating points again on the folder's dev split (needs its data).")
+        "--int8", help="Also write int8 encoders (backend=\"onnx-int8\") and move the "
+                       "folder's thresholds to flag as many of its dev pairs (needs its data).")
     ] = False,
     data_dir: Annotated[
         Path | None,
