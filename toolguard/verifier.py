@@ -88,6 +88,7 @@ __all__ = [
     "goal_text",
     "parameter_document",
     "read_goal_center",
+    "release_models",
     "resolve_verifier",
     "slot_context",
     "slot_pair",
@@ -379,7 +380,8 @@ def _looks_like_hub_id(source: str) -> bool:
         p and p.replace("-", "").replace("_", "").replace(".", "").isalnum() for p in parts)
 
 
-_LOADED: dict[str, Any] = {}
+_LOADED: dict[tuple[Any, ...], Any] = {}
+"""Models loaded, shared process-wide: ``(kind, source, onnx folder or None, *options)``."""
 _LOADED_LOCK = threading.Lock()
 _PREDICT_LOCK = threading.Lock()
 """One forward pass at a time, process-wide: on a few CPU cores parallel passes only contend."""
@@ -430,7 +432,7 @@ def _load_cross_encoder(source: str, max_length: int, onnx: Path | None = None,
     With ``onnx`` (a trained folder): its exported slot cross-encoder on onnxruntime (the
     int8 one with ``int8``).
     """
-    key = f"ce\0{source}\0{max_length}\0{onnx}\0{int8}"
+    key = ("ce", source, onnx, max_length, int8)
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None and onnx is not None:
@@ -450,6 +452,39 @@ def _load_cross_encoder(source: str, max_length: int, onnx: Path | None = None,
         return model
 
 
+def _is_under(path: str | os.PathLike[str] | None, root: str) -> bool:
+    """Whether ``path`` is ``root`` or inside it (absolute paths, links not followed)."""
+    if path is None:
+        return False
+    found = os.path.abspath(path)
+    return found == root or found.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def release_models(folder: str | os.PathLike[str]) -> int:
+    """Forget the shared models and verifiers loaded from ``folder`` or a folder inside it.
+
+    Models are loaded once per folder and shared process-wide (:func:`resolve_verifier`,
+    :class:`LearnedVerifier`); after retraining or re-exporting a folder in the same
+    process, or before deleting one, release it so the next load reads its files again.
+    Components built before keep the models they hold.
+
+    Args:
+        folder: A trained verifier folder, or a folder holding some.
+
+    Returns:
+        How many shared models and verifiers were forgotten.
+    """
+    root = os.path.abspath(folder)
+    with _LOADED_LOCK:
+        models = [k for k in _LOADED if _is_under(k[1], root) or _is_under(k[2], root)]
+        verifiers = [k for k in _VERIFIERS if _is_under(k, root)]
+        for key in models:
+            del _LOADED[key]
+        for name in verifiers:
+            del _VERIFIERS[name]
+    return len(models) + len(verifiers)
+
+
 def _is_slot_scorer(source: str | Path) -> bool:
     """Whether ``source`` is a folder holding a token-level slot scorer (``slot_head.json``)."""
     from toolguard.slot_scorer import is_slot_scorer_folder
@@ -466,7 +501,7 @@ def _load_slot_scorer(source: str, onnx: Path | None = None, int8: bool = False)
     from toolguard.onnx_backend import model_files
     from toolguard.slot_scorer import SlotScorer
 
-    key = f"mil\0{source}\0{onnx}\0{int8}"
+    key = ("mil", source, onnx, int8)
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None:
@@ -483,7 +518,7 @@ def _load_bi_encoder(source: str, onnx: Path | None = None, int8: bool = False) 
     Its saved ``max_seq_length`` (what it was trained with) is kept.  With ``onnx`` (a
     trained folder): its exported fit encoder on onnxruntime (the int8 one with ``int8``).
     """
-    key = f"bi\0{source}\0{onnx}\0{int8}"
+    key = ("bi", source, onnx, int8)
     with _LOADED_LOCK:
         model = _LOADED.get(key)
         if model is None and onnx is not None:

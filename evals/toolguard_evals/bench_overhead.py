@@ -46,6 +46,10 @@ AGENT_EPISODE: Final = "multi_turn_base_56"
 ``VehicleControlAPI`` tools of that turn."""
 
 
+FINAL_ANSWER: Final = "Done."
+"""The scripted model's answer once the ``agent_step`` case's tool has run."""
+
+
 HISTORY_SIZES: Final = (10, 100, 1000, 10000)
 """Messages in the history at the checks of the ``history`` sweep."""
 AGENT_TURNS: Final = (10, 100, 400)
@@ -318,7 +322,7 @@ def _scripted(case: AgentCase, n: int) -> ScriptedChatModel:
     """A model for ``n`` steps: the call after the user message, then a text answer."""
     def reply(messages: list[BaseMessage]) -> AIMessage:
         if isinstance(messages[-1], ToolMessage):
-            return AIMessage("Done.")
+            return AIMessage(FINAL_ANSWER)
         return AIMessage("", tool_calls=[{**case.call, "id": "call_0", "type": "tool_call"}])
 
     return ScriptedChatModel(script=[reply] * (2 * n))
@@ -351,7 +355,7 @@ def bench_agent_step(steps: int, warmup: int = 20) -> dict[str, Any]:
     answers = {k: [m.content for m in v["messages"] if isinstance(m, ToolMessage)]
                for k, v in out.items()}
     assert answers["plain"] == answers["guarded"] and len(answers["plain"]) == 1, answers
-    assert out["guarded"]["messages"][-1].content == "Done."
+    assert out["guarded"]["messages"][-1].content == FINAL_ANSWER
     return {**pair_summary(tp, tg), "case": case.source, "tools": len(case.tools),
             "call": case.call["name"]}
 
@@ -488,7 +492,7 @@ def _conversation_model(turns: int) -> ScriptedChatModel:
     """
     def reply(messages: list[BaseMessage]) -> AIMessage:
         if isinstance(messages[-1], ToolMessage):
-            return AIMessage("Done.")
+            return AIMessage(FINAL_ANSWER)
         match = _RECORD.search(str(messages[-1].content))
         turn = int(match.group(1)) if match else 0
         city = "Paris"
@@ -561,7 +565,7 @@ def bench_history_agent(turns: Sequence[int], window: int) -> list[dict[str, Any
         assert [m.content for m in results["plain"]] == [m.content for m in results["guarded"]]
         assert len(results["guarded"]) == 1 and results["guarded"][0].status == "success", (
             turn, results["guarded"])
-        assert hist["guarded"][-1].content == "Done."
+        assert hist["guarded"][-1].content == FINAL_ANSWER
     rows: list[dict[str, Any]] = []
     for turn, first, end in windows:
         span = range(first, end + 1)

@@ -18,6 +18,12 @@ Cold: the first decision of a fresh verifier instance (models loaded, nothing ca
 every tool document is encoded.
 Relevance: one judgment with a new goal (it is encoded), then one more of another tool with
 the same goal (``relevance_same_goal_ms``: an agent's further calls in the same turn).
+Agent step (:func:`agent_steps`): one ``create_agent`` run per new user request on
+``bench overhead``'s BFCL case (22 tools, a scripted model: the gold call, then a text
+answer), plain, with ``GuardMiddleware(relevance="learned")``, with
+``PrecheckMiddleware(mode="learned")``, and with both, in rotating order: the ms each stack
+adds to a run.  The guard judges relevance on a turn's first tool step; after the learned
+pre-check, that goal is encoded already (both share the verifier and its cache).
 Also the process's resident memory (MiB) before and after loading the verifier's models,
 after the sweep, and after the sweep once glibc's ``malloc_trim(0)`` has returned the freed
 memory its arenas keep (what the verifier still holds), and whether torch was imported (an
@@ -227,7 +233,70 @@ def sweep_learned(verifier: str | Path, *, sizes: Sequence[int] = (5, 20, 100),
                         "models_loaded": round(rss_loaded, 1), "after": round(after, 1),
                         "after_trim": _trimmed_rss_mb(),
                         "torch_imported": "torch" in sys.modules}
+    # after the memory: the agents bring LangChain's graphs and BFCL's environment
+    report["agent_step"] = agent_steps(verifier, backend=backend, steps=requests)
     return report
+
+
+def agent_steps(verifier: str | Path, *, backend: Backend = "torch", steps: int = 40,
+                warmup: int = 3) -> dict[str, Any]:
+    """Time a ``create_agent`` run (ms) per new request: plain, guarded, pre-checked, both.
+
+    The four agents (module docstring) run ``steps`` new requests each (goals not cached),
+    in rotating order, after ``warmup`` untimed ones.
+    Returns ``{"case", "tools", "plain_ms", "guard_ms", "precheck_ms",
+    "precheck_guard_ms"}`` (latency summaries), ``*_added_ms`` (p50 differences from
+    plain), ``guard_after_precheck_added_ms`` (pre-check and guard minus pre-check alone: the
+    guard's share once the pre-check has encoded the goal) and ``completed`` (timed runs per
+    agent that ran the tool and gave the model's answer; fewer: a guard stopped some, so
+    that agent's time is not a full run's).
+
+    Raises:
+        ValueError: ``steps`` < 1.
+    """
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from toolguard import GuardMiddleware, PrecheckMiddleware
+    from toolguard.verifier import LearnedVerifier
+    from toolguard_evals.bench_overhead import FINAL_ANSWER, _scripted, agent_case
+
+    if steps < 1:
+        raise ValueError("steps must be >= 1")
+    case = agent_case()
+    shared = LearnedVerifier(verifier, backend=backend)
+    total = steps + warmup
+    stacks: dict[str, list[Any]] = {
+        "plain_ms": [],
+        "guard_ms": [GuardMiddleware(relevance="learned", verifier=shared)],
+        "precheck_ms": [PrecheckMiddleware(mode="learned", verifier=shared)],
+        "precheck_guard_ms": [PrecheckMiddleware(mode="learned", verifier=shared),
+                              GuardMiddleware(relevance="learned", verifier=shared)],
+    }
+    agents = {name: create_agent(_scripted(case, total), case.tools, middleware=mw)
+              for name, mw in stacks.items()}
+    times: dict[str, list[float]] = {name: [] for name in agents}
+    completed = dict.fromkeys(agents, 0)
+    names = list(agents)
+    for i in range(total):
+        for name in names[i % len(names):] + names[:i % len(names)]:  # each agent first in turn
+            agent = agents[name]
+            request = HumanMessage(f"{case.user} (request {i} of the {name} agent)")
+            t0 = time.perf_counter()
+            state = agent.invoke({"messages": [request]})
+            if i >= warmup:
+                times[name].append(1000 * (time.perf_counter() - t0))
+                last = state["messages"][-1]
+                completed[name] += isinstance(last, AIMessage) and last.content == FINAL_ANSWER
+    out: dict[str, Any] = {"case": case.source, "tools": len(case.tools),
+                           "completed": completed}
+    out.update({name: latency_summary(ms) for name, ms in times.items()})
+    for name in ("guard_ms", "precheck_ms", "precheck_guard_ms"):
+        out[name.removesuffix("_ms") + "_added_ms"] = round(
+            out[name]["p50"] - out["plain_ms"]["p50"], 2)
+    out["guard_after_precheck_added_ms"] = round(
+        out["precheck_guard_ms"]["p50"] - out["precheck_ms"]["p50"], 2)
+    return out
 
 
 def print_sweep(report: dict[str, Any]) -> None:
@@ -249,6 +318,16 @@ def print_sweep(report: dict[str, Any]) -> None:
                       f"{row['relevance_ms']['p50']:.1f}", f"{row['relevance_ms']['p99']:.1f}",
                       f"{row.get('relevance_same_goal_ms', {}).get('p50', float('nan')):.1f}")
     Console().print(table)
+    step = report.get("agent_step")
+    if step:
+        Console().print(
+            f"create_agent run per new request ({step['case']}, {step['tools']} tools), p50: "
+            f"plain {step['plain_ms']['p50']:.1f} ms; GuardMiddleware(relevance='learned') "
+            f"+{step['guard_added_ms']:.1f} ms; PrecheckMiddleware(mode='learned') "
+            f"+{step['precheck_added_ms']:.1f} ms; both +{step['precheck_guard_added_ms']:.1f} "
+            f"ms (the guard's share after the pre-check: "
+            f"+{step['guard_after_precheck_added_ms']:.1f} ms); runs completed per agent: "
+            f"{step['completed']}")
     rss = report["rss_mb"]
     imported = ("torch and sentence-transformers imported" if report.get("backend") == "torch"
                 else "before loading")
@@ -260,4 +339,4 @@ def print_sweep(report: dict[str, Any]) -> None:
                     f"{rss.get('torch_imported')}")
 
 
-__all__ = ["main", "print_sweep", "sweep_learned", "time_cases"]
+__all__ = ["agent_steps", "main", "print_sweep", "sweep_learned", "time_cases"]

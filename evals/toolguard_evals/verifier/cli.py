@@ -72,4 +72,41 @@ def export_onnx_command(
         raise typer.Exit(1) from exc
 
 
+@verifier_app.command("distill-fit")
+def distill_fit_command(
+    folder: Annotated[Path, typer.Argument(help="A `toolguard verifier train` output folder.")],
+    out: Annotated[Path, typer.Option(help="The new folder (must not exist).")],
+    layers: Annotated[str, typer.Option(
+        help="Teacher layers the student keeps, comma-separated, increasing.")] = "0,2,4",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="The data root the training split is rebuilt from (default: "
+                          "$TOOLGUARD_DATA_DIR, else ../shared/data)."),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="torch threads (default 2).")
+    ] = None,
+) -> None:
+    """Write OUT: FOLDER's verifier with a tool-fit encoder of fewer layers (faster goals).
+
+    The student learns the teacher's embeddings of the training texts, is fine-tuned on the
+    tool-fit labels, and is calibrated again on dev; slot/ is copied (~10 min on 2 cores
+    for a full-size folder).
+    """
+    from toolguard.errors import ConfigurationError
+    from toolguard_evals.verifier.distill import DistillConfig, distill_fit
+
+    try:
+        kept = tuple(int(x) for x in layers.split(","))
+    except ValueError as exc:
+        raise typer.BadParameter(f"--layers must be comma-separated integers, got {layers!r}") \
+            from exc
+    try:
+        distill_fit(folder, out, config=DistillConfig(layers=kept), data_dir=data_dir,
+                    threads=threads, log=lambda line: typer.echo(line, err=True))
+    except (ConfigurationError, ValueError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
 __all__ = ["verifier_app"]

@@ -21,6 +21,7 @@ Needs torch, onnx and onnxruntime (the library's ``onnx-export`` extra);
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -43,7 +44,13 @@ from toolguard.onnx_backend import (
     OnnxBiEncoder,
     OnnxCrossEncoder,
 )
-from toolguard.verifier import CALIBRATION_FILE, FIT_FOLDER, MAX_TOKENS, SLOT_FOLDER
+from toolguard.verifier import (
+    CALIBRATION_FILE,
+    FIT_FOLDER,
+    MAX_TOKENS,
+    SLOT_FOLDER,
+    release_models,
+)
 
 __all__ = ["OPSET", "PARITY_TEXTS", "calibrate_int8", "export_onnx", "same_share"]
 
@@ -90,10 +97,11 @@ def export_onnx(folder: str | Path, *, int8: bool = False, data_dir: str | Path 
 
     texts = list(PARITY_TEXTS)
     pairs = list(zip(texts[0::2], texts[1::2], strict=True))
-    with tempfile.TemporaryDirectory(dir=root) as tmp:
+    with tempfile.TemporaryDirectory(dir=root) as tmp, contextlib.ExitStack() as cleanup:
         # tmp/ looks like a trained folder to the library's loaders: fit/, slot/ and the
         # calibration link to the real ones, onnx/ is the export being staged
         probe = Path(tmp)
+        cleanup.callback(release_models, probe)  # the models loaded from it go before it
         staged = probe / ONNX_FOLDER
         staged.mkdir()
         for name in (FIT_FOLDER, SLOT_FOLDER):
@@ -146,6 +154,7 @@ def export_onnx(folder: str | Path, *, int8: bool = False, data_dir: str | Path 
         if target.exists():
             shutil.rmtree(target)
         shutil.move(str(staged), str(target))
+        release_models(root)  # what this process loaded from the folder before may be stale
     log(f"wrote {target}")
     return config
 

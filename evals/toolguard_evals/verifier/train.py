@@ -155,7 +155,8 @@ def cap_per_source(examples: Sequence[Example], cap: int, seed: int) -> list[Exa
     return [e for i, e in enumerate(examples) if i in keep]
 
 
-def _set_seed(seed: int, threads: int) -> None:
+def set_seed(seed: int, threads: int) -> None:
+    """Seed Python, numpy and torch, and set torch's thread count."""
     import numpy as np
     import torch
 
@@ -175,7 +176,7 @@ def fine_tune(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig,
 
     from toolguard.verifier import MAX_TOKENS
 
-    _set_seed(seed, config.threads)
+    set_seed(seed, config.threads)
     hf_logging.set_verbosity_error()  # the new head's "newly initialized" load report
     model = CrossEncoder(str(base_model_path()), num_labels=1, max_length=MAX_TOKENS,
                          device="cpu")
@@ -185,48 +186,54 @@ def fine_tune(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig,
         labels = torch.tensor([float(y) for _, y in batch])
         return loss_fn([[q for (q, _), _ in batch], [d for (_, d), _ in batch]], labels)
 
-    _optimise(model, train, loss, config.batch_size, config.learning_rate, config,
-              seed=seed, log=log, name="slot")
+    optimise(model, train, loss, config.batch_size, config.learning_rate, config,
+             seed=seed, log=log, name="slot")
     return model
 
 
 def fine_tune_fit(train: Sequence[tuple[tuple[str, str], int]], config: TrainConfig, *,
-                  seed: int, log: Callable[[str], None]) -> Any:
+                  seed: int, log: Callable[[str], None], base: str | Path | None = None) -> Any:
     """Fine-tune the tool-fit bi-encoder on ``((goal, tool document), label)`` items.
 
     The goal is the pair's query without :data:`toolguard.verifier.TOOL_FIT_PREFIX`.
+    ``base``: the SentenceTransformer folder to start from (default :func:`base_model_path`).
     Returns the SentenceTransformer.
     """
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import CoSENTLoss
 
-    _set_seed(seed, config.threads)
-    model = SentenceTransformer(str(base_model_path()), device="cpu")
+    set_seed(seed, config.threads)
+    model = SentenceTransformer(str(base or base_model_path()), device="cpu")
     model.max_seq_length = config.fit_max_tokens
     loss_fn = CoSENTLoss(model)
 
     def loss(batch: Sequence[tuple[tuple[str, str], int]]) -> Any:
-        goals = model.preprocess([_goal(q) for (q, _), _ in batch])
+        goals = model.preprocess([goal_of(q) for (q, _), _ in batch])
         docs = model.preprocess([d for (_, d), _ in batch])
         return loss_fn([goals, docs], torch.tensor([float(y) for _, y in batch]))
 
-    _optimise(model, train, loss, config.fit_batch_size, config.fit_learning_rate, config,
-              seed=seed, log=log, name="tool fit")
+    optimise(model, train, loss, config.fit_batch_size, config.fit_learning_rate, config,
+             seed=seed, log=log, name="tool fit")
     return model
 
 
-def _goal(query: str) -> str:
+def goal_of(query: str) -> str:
+    """A tool-fit pair's goal: its query without :data:`toolguard.verifier.TOOL_FIT_PREFIX`."""
     from toolguard.verifier import TOOL_FIT_PREFIX
 
     return query.removeprefix(TOOL_FIT_PREFIX)
 
 
-def _optimise(model: Any, train: Sequence[tuple[tuple[str, str], int]],
-              loss: Callable[[Sequence[tuple[tuple[str, str], int]]], Any], batch_size: int,
-              learning_rate: float, config: TrainConfig, *, seed: int,
-              log: Callable[[str], None], name: str) -> None:
-    """The training loop both models share (module docstring); leaves ``model`` in eval mode."""
+def optimise(model: Any, train: Sequence[tuple[tuple[str, str], int]],
+             loss: Callable[[Sequence[tuple[tuple[str, str], int]]], Any], batch_size: int,
+             learning_rate: float, config: TrainConfig, *, seed: int,
+             log: Callable[[str], None], name: str) -> None:
+    """The training loop every model shares (module docstring); leaves ``model`` in eval mode.
+
+    ``loss(batch)`` returns the batch's loss tensor; ``config`` gives the epochs, warm-up,
+    weight decay; word embeddings stay frozen.
+    """
     import torch
 
     for pname, p in model.named_parameters():
@@ -303,7 +310,7 @@ def fit_scores(model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 3
     """
     if not pairs:
         return []
-    goals = model.encode([_goal(q) for q, _ in pairs], batch_size=batch_size,
+    goals = model.encode([goal_of(q) for q, _ in pairs], batch_size=batch_size,
                          normalize_embeddings=True, show_progress_bar=False)
     docs = model.encode([d for _, d in pairs], batch_size=batch_size,
                         normalize_embeddings=True, show_progress_bar=False)
@@ -324,7 +331,7 @@ def goal_center(model: Any, train_fit: Sequence[tuple[tuple[str, str], int]], *,
     Returns:
         ``{"vector": [floats], "n_goals": n}`` (the vector's width is the model's).
     """
-    goals = sorted({_goal(q) for (q, _), _ in train_fit})
+    goals = sorted({goal_of(q) for (q, _), _ in train_fit})
     sample = random.Random(seed).sample(goals, min(n_goals, len(goals)))
     vectors = model.encode(sample, batch_size=batch_size, normalize_embeddings=True,
                            show_progress_bar=False)
@@ -588,5 +595,5 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
 
 __all__ = ["BASE_MODEL", "CONFIGS", "TrainConfig", "base_model_path", "calibrate",
            "calibrate_relevance", "cap_per_source", "data_card", "data_card_markdown",
-           "feasible_stats", "fine_tune", "fine_tune_fit", "fit_scores", "goal_center",
-           "highest_within", "score_pairs", "threshold_grid", "train"]
+           "feasible_stats", "fine_tune", "fine_tune_fit", "fit_scores", "goal_center", "goal_of",
+           "highest_within", "optimise", "score_pairs", "set_seed", "threshold_grid", "train"]
