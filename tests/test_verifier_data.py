@@ -6,6 +6,12 @@ Needs ``bfcl-eval`` (BFCL's data) and the shared RelyToolBench / CRITICTOOL data
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -156,3 +162,23 @@ def test_stated_and_delete_mention() -> None:
                                              "guests: Ann, Bob.")
     assert delete_mention(5, "5 by 5") is None  # two mentions: not a clean deletion
     assert normalise("  Hello,  World!") == "hello world"
+
+
+def _digest(examples: Sequence[Example]) -> str:
+    text = "\n".join(f"{e.source}|{e.rule}|{e.split}|{e.label}|{e.pair()}" for e in examples)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_training_examples_do_not_depend_on_the_hash_seed() -> None:
+    """The data and its order are fixed by the seed alone: another process, another
+    ``PYTHONHASHSEED``, the same examples."""
+    code = ("import sys; from toolguard_evals.verifier.data import "
+            "training_examples; sys.path.insert(0, 'tests'); "
+            "from test_verifier_data import _digest; "
+            "print(_digest(training_examples('full')))")
+    seeds = {"0", "1"} - {os.environ.get("PYTHONHASHSEED")}
+    for seed in sorted(seeds):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True,
+                              cwd=Path(__file__).resolve().parents[1])
+        assert done.stdout.strip().splitlines()[-1] == _digest(_full()), seed

@@ -326,7 +326,7 @@ def bfcl_single(out: _Out, category: str, records: Sequence[Mapping[str, Any]],
         rid = str(r["id"])
         specs = {d["name"]: ToolSpec.from_bfcl(d) for d in r["function"]}
         calls = gold_calls(r)
-        gold = {name for name, _ in calls}
+        gold = list(dict.fromkeys(name for name, _ in calls))  # call order: no hash order
         for name in gold:
             if name in specs:
                 out.add("tool_fit", source, rid, msgs, specs[name], 1, "gold_call")
