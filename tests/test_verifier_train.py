@@ -188,7 +188,7 @@ def test_distill_fit_writes_a_smaller_fit_model_and_keeps_the_slot_model(
     """``toolguard verifier distill-fit``: fewer layers, calibrated again, slot/ unchanged."""
     out = tmp_path / "small"
     result = CliRunner().invoke(app, ["verifier", "distill-fit", str(trained), "--out", str(out),
-                                      "--layers", "0,3"])
+                                      "--layers", "0,3", "--epochs", "2"])
     assert result.exit_code == 0, result.output
     config = json.loads((out / "fit" / "config.json").read_text(encoding="utf-8"))
     assert config["num_hidden_layers"] == 2
@@ -196,6 +196,7 @@ def test_distill_fit_writes_a_smaller_fit_model_and_keeps_the_slot_model(
     card = json.loads((out / "data_card.json").read_text(encoding="utf-8"))
     distilled = card["fit_distillation"]
     assert distilled["layers"] == [0, 3] and distilled["teacher_layers"] == 6
+    assert distilled["settings"]["epochs"] == 2
     assert distilled["teacher"] == str(trained) and distilled["n_texts"] > 0
     assert set(distilled["dev_roc_auc"]) == {"student", "teacher"}
     assert "Tool-fit encoder distilled" in (out / "data_card.md").read_text(encoding="utf-8")

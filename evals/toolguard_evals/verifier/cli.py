@@ -78,6 +78,8 @@ def distill_fit_command(
     out: Annotated[Path, typer.Option(help="The new folder (must not exist).")],
     layers: Annotated[str, typer.Option(
         help="Teacher layers the student keeps, comma-separated, increasing.")] = "0,2,4",
+    epochs: Annotated[int, typer.Option(help="Distillation passes over the training texts "
+                                             "(then one epoch of fine-tuning).")] = 10,
     data_dir: Annotated[
         Path | None,
         typer.Option(help="The data root the training split is rebuilt from (default: "
@@ -90,20 +92,23 @@ def distill_fit_command(
     """Write OUT: FOLDER's verifier with a tool-fit encoder of fewer layers (faster goals).
 
     The student learns the teacher's embeddings of the training texts, is fine-tuned on the
-    tool-fit labels, and is calibrated again on dev; slot/ is copied (~10 min on 2 cores
+    tool-fit labels, and is calibrated again on dev; slot/ is copied (~20 min on 2 cores
     for a full-size folder).
     """
     from toolguard.errors import ConfigurationError
     from toolguard_evals.verifier.distill import DistillConfig, distill_fit
 
+    if epochs < 1:
+        raise typer.BadParameter("--epochs must be >= 1")
     try:
         kept = tuple(int(x) for x in layers.split(","))
     except ValueError as exc:
         raise typer.BadParameter(f"--layers must be comma-separated integers, got {layers!r}") \
             from exc
     try:
-        distill_fit(folder, out, config=DistillConfig(layers=kept), data_dir=data_dir,
-                    threads=threads, log=lambda line: typer.echo(line, err=True))
+        distill_fit(folder, out, config=DistillConfig(layers=kept, epochs=epochs),
+                    data_dir=data_dir, threads=threads,
+                    log=lambda line: typer.echo(line, err=True))
     except (ConfigurationError, ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

@@ -9,7 +9,7 @@ calibrate, evaluation-only sources are never read):
 
 1. **layer-reduction distillation** (sentence-transformers' "Model Distillation" recipe):
    the student starts from the kept layers and learns the teacher's embeddings of the
-   training goals and tool documents (mean squared error);
+   training goals and tool documents (mean squared error; :class:`DistillConfig`);
 2. **the teacher's own fine-tuning**: CoSENT on the tool-fit labels
    (:func:`~toolguard_evals.verifier.train.fine_tune_fit`).
 
@@ -58,7 +58,7 @@ class DistillConfig:
     """
 
     layers: tuple[int, ...] = DEFAULT_LAYERS
-    epochs: int = 4
+    epochs: int = 10
     learning_rate: float = 1e-4
     batch_size: int = 64
 
