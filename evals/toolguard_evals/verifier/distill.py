@@ -1,11 +1,11 @@
 """``toolguard verifier distill-fit``: a trained verifier with a tool-fit encoder of fewer layers.
 
 Each relevance check with a new goal, and each pre-check decision, encodes the goal once
-with the tool-fit bi-encoder (MiniLM-L6: 6 layers); on 2 cores that encoding is most of a
-relevance check's time.  This command writes a second trained folder whose ``fit/`` keeps
-some of the teacher's layers (:data:`DEFAULT_LAYERS`), trained in two stages on the
-teacher's training split (its ``data_card.json`` gives the size and seed; dev pairs only
-calibrate, evaluation-only sources are never read):
+with the tool-fit bi-encoder (MiniLM-L6: 6 layers); fewer layers encode it faster, for
+some quality (both measured in the CHANGELOG).  This command writes a second trained
+folder whose ``fit/`` keeps some of the teacher's layers (:data:`DEFAULT_LAYERS`), trained
+in two stages on the teacher's training split (its ``data_card.json`` gives the size and
+seed; dev pairs only calibrate, evaluation-only sources are never read):
 
 1. **layer-reduction distillation** (sentence-transformers' "Model Distillation" recipe):
    the student starts from the kept layers and learns the teacher's embeddings of the
@@ -61,6 +61,12 @@ class DistillConfig:
     epochs: int = 10
     learning_rate: float = 1e-4
     batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        """Raises ValueError: ``epochs`` or ``batch_size`` < 1, ``learning_rate`` <= 0."""
+        if self.epochs < 1 or self.batch_size < 1 or not self.learning_rate > 0:
+            raise ValueError(f"epochs and batch_size must be >= 1 and learning_rate > 0, got "
+                             f"{self.epochs}, {self.batch_size}, {self.learning_rate}")
 
 
 def _read_card(folder: Path) -> dict[str, Any]:
