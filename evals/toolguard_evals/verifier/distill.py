@@ -7,7 +7,9 @@ folder whose ``fit/`` keeps some of the teacher's layers (:data:`DEFAULT_LAYERS`
 in two stages on the teacher's training split (its ``data_card.json`` gives the size and
 seed; dev pairs only calibrate, evaluation-only sources are never read):
 
-1. **layer-reduction distillation** (sentence-transformers' "Model Distillation" recipe):
+1. **layer-reduction distillation** (sentence-transformers' "Model Distillation" recipe;
+   the mean-squared-error objective of Reimers & Gurevych, "Making Monolingual Sentence
+   Embeddings Multilingual using Knowledge Distillation", EMNLP 2020, arXiv 2004.09813):
    the student starts from the kept layers and learns the teacher's embeddings of the
    training goals and tool documents (mean squared error; :class:`DistillConfig`);
 2. **the teacher's own fine-tuning**: CoSENT on the tool-fit labels
