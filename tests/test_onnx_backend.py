@@ -317,6 +317,24 @@ def test_int8_export_moves_the_folders_thresholds_and_the_verifier_uses_them(
     assert small_scores != full
 
 
+def test_calibrate_moves_an_int8_exports_thresholds_with_the_folders(
+        int8_folder: Path, tmp_path: Path) -> None:
+    """``toolguard verifier calibrate`` on an exported folder: the int8 points follow."""
+    folder = tmp_path / "again"
+    shutil.copytree(int8_folder, folder)
+    result = CliRunner().invoke(app, ["verifier", "calibrate", str(folder)])
+    assert result.exit_code == 0, result.output
+    calibration = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    slot = calibration["slot"]
+    assert slot["threshold"] == min(slot["threshold_dev"], slot["threshold_none"])
+    assert slot["curve"][0]["threshold"] == 1e-8  # the slot scorer's own fine grid
+    int8 = json.loads((folder / "onnx" / "export.json").read_text(encoding="utf-8"))["int8"]
+    float32 = LearnedVerifier(folder, backend="onnx").thresholds
+    assert int8["float32_thresholds"] == float32
+    assert float32["fit_threshold"] == calibration["tool_fit"]["threshold"]
+    assert LearnedVerifier(folder, backend="onnx-int8").thresholds == int8["thresholds"]
+
+
 def test_malformed_int8_thresholds_are_refused(int8_folder: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(int8_folder, broken)

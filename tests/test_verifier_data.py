@@ -23,10 +23,12 @@ from toolguard_evals.dialogues.corpus import domains
 from toolguard_evals.verifier.data import (
     DEV_PERCENT,
     EVAL_DOMAINS,
+    NEITHER_BFCL,
     TRAIN_DOMAINS,
     Example,
     delete_mention,
     evaluation_requests,
+    neither_examples,
     normalise,
     request_id,
     source_split,
@@ -59,6 +61,8 @@ def test_split_of_every_source() -> None:
         assert source_split(f"rtb:G1_instruction{suffix}") == "train"
         assert source_split(f"rtb:G2_category{suffix}") == "eval"
         assert source_split(f"rtb:G3_instruction{suffix}") == "none"
+    for cat in NEITHER_BFCL:
+        assert source_split(f"bfcl:{cat}") == "none"
     assert source_split("critictool:docs") == "train"
     with pytest.raises(ValueError, match="unknown source"):
         source_split("apibank:level-1")
@@ -103,6 +107,31 @@ def test_no_evaluation_request_reaches_training() -> None:
     for e in examples:
         splits.setdefault(e.request_id, set()).add(e.split)
     assert all(len(s) == 1 for s in splits.values())
+
+
+def test_the_calibration_set_of_unseen_tools_is_neither_trained_on_nor_evaluation_only(
+) -> None:
+    """``neither_examples``: BFCL's unused categories and RelyToolBench G3, both labels."""
+    unseen = neither_examples()
+    assert {e.split for e in unseen} == {"none"}
+    assert {e.source for e in unseen} == {
+        *(f"bfcl:{c}" for c in NEITHER_BFCL),
+        *(f"rtb:G3_instruction{s}" for s in ("", "_missing_all_arguments",
+                                            "_with_unmatched_tools"))}
+    assert {e.request_text for e in unseen} & evaluation_requests() == set()
+    assert {e.request_text for e in unseen} & {e.request_text for e in _full()} == set()
+    for kind in ("tool_fit", "slot"):
+        assert {e.label for e in unseen if e.kind == kind} == {0, 1}
+    # Java's own types reach the tool documents as strings, named in the description
+    java = next(e for e in unseen if e.source == "bfcl:simple_java" and e.kind == "tool_fit"
+                and e.label == 1)
+    types = {p.get("type") for p in java.tool.properties.values()}
+    assert types <= {"string", "integer", "number", "boolean", "array", "object", "any"}
+    assert any("(a java " in str(p.get("description", "")) for e in unseen
+               if e.source == "bfcl:simple_java" for p in e.tool.properties.values())
+    # a limit reads a few records per file
+    few = neither_examples(limit=3)
+    assert 0 < len(few) < len(unseen) / 10
 
 
 def test_every_rule_labels_examples_of_both_kinds() -> None:

@@ -23,7 +23,7 @@ from toolguard.specs import ToolSpec  # noqa: E402
 from toolguard.verifier import LearnedVerifier, slot_pair, tool_fit_pair  # noqa: E402
 from toolguard_evals.abstain import load_relytoolbench, run  # noqa: E402
 from toolguard_evals.cli import app  # noqa: E402
-from toolguard_evals.verifier.data import training_examples  # noqa: E402
+from toolguard_evals.verifier.data import neither_examples, training_examples  # noqa: E402
 from toolguard_evals.verifier.report import case_split, three_way  # noqa: E402
 from toolguard_evals.verifier.train import (  # noqa: E402
     calibrate,
@@ -68,6 +68,13 @@ def test_train_writes_model_card_and_calibration(trained: Path) -> None:
         assert len(block["curve"]) == 99
         rates = [row["false_abstain"] for row in block["curve"]]
         assert rates == sorted(rates)  # a higher threshold never abstains less
+        # the bound holds on tools never trained on too: the lower threshold is kept
+        assert block["threshold"] == min(block["threshold_dev"], block["threshold_none"])
+        assert block["false_abstain_none"] <= bounds[kind] or block["threshold"] == 0.01
+        assert block["n_groups_none"] > 0
+    assert calibration["relevance"]["false_block_none"] <= 0.01
+    assert card["sources"]["neither"]["bfcl_v4"] == ["simple_java", "simple_javascript",
+                                                     "live_parallel", "live_parallel_multiple"]
 
 
 def test_trained_folder_loads_as_the_library_verifier(trained: Path) -> None:
@@ -149,6 +156,61 @@ def test_calibration_on_dev_keeps_false_abstains_bounded() -> None:
     assert 0.1 < relevance["min_fit"] <= 0.9 and relevance["n_wrong"] > 0
 
 
+def test_calibration_keeps_each_bound_on_tools_never_trained_on_too() -> None:
+    dev = [e for e in cap_per_source(training_examples("ci"), 16, 0) if e.split == "dev"]
+    unseen = neither_examples(limit=8)
+    perfect = [0.9 if e.label else 0.1 for e in dev]
+    # on the unseen tools the fitting and stated pairs score lower: 0.35
+    shifted = [0.35 if e.label else 0.1 for e in unseen]
+    alone = calibrate(dev, perfect, fit_max_false_abstain=0.005)
+    both = calibrate(dev, perfect, fit_max_false_abstain=0.005, neither=(unseen, shifted))
+    for kind in ("tool_fit", "slot"):
+        assert alone[kind]["threshold"] == 0.9
+        assert both[kind]["threshold_dev"] == 0.9 and both[kind]["threshold_none"] == 0.35
+        assert both[kind]["threshold"] == 0.35 and both[kind]["false_abstain_none"] == 0.0
+        assert both[kind]["n_groups_none"] > 0
+    # where the unseen tools score as dev does, dev's threshold stays
+    same = calibrate(dev, perfect, neither=(unseen, [0.9 if e.label else 0.1 for e in unseen]))
+    assert same["tool_fit"]["threshold"] == same["tool_fit"]["threshold_dev"] == 0.9
+    # relevance: an operating point that blocks unseen gold tools is not taken; on tools
+    # ranked backwards (gold 0.1, wrong 0.9) every point that blocks on dev does
+    backwards = [0.1 if e.label else 0.9 for e in unseen]
+    relevance = calibrate(dev, perfect, neither=(unseen, backwards))["relevance"]
+    assert alone["relevance"]["recall_dev"] == 1.0
+    assert relevance["recall_dev"] == 0.0 and relevance["min_fit"] == 0.0
+    assert relevance["false_block_none"] == 0.0 and relevance["n_gold_none"] > 0
+    # a finer slot grid reaches thresholds below 0.01
+    tiny = [0.9 if e.label else 1e-5 for e in dev]
+    fine = calibrate(dev, tiny, slot_grid=[1e-6, 1e-4, 0.5])["slot"]
+    assert fine["threshold"] == 0.5 and fine["curve"][0]["threshold"] == 1e-6
+
+
+def test_calibrate_command_chooses_a_folders_thresholds_again(
+        trained: Path, tmp_path: Path) -> None:
+    """``toolguard verifier calibrate``: the folder's thresholds from dev and unseen tools."""
+    import shutil
+
+    folder = tmp_path / "again"
+    shutil.copytree(trained, folder)
+    before = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    before.pop("relevance")
+    before["note"] = "kept"
+    for kind in ("tool_fit", "slot"):
+        before[kind] = {"threshold": 0.5}  # an older rule's operating point
+    (folder / "calibration.json").write_text(json.dumps(before), encoding="utf-8")
+    result = CliRunner().invoke(app, ["verifier", "calibrate", str(folder)])
+    assert result.exit_code == 0, result.output
+    after = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    fresh = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
+    assert after["note"] == "kept" and after["calibrated"]["on"] == ["dev", "none"]
+    for kind in ("tool_fit", "slot"):  # the same rule on the same scores as training's
+        for key in ("threshold", "threshold_dev", "threshold_none"):
+            assert after[kind][key] == pytest.approx(fresh[kind][key]), (kind, key)
+    assert LearnedVerifier(folder).thresholds["fit_threshold"] == after["tool_fit"]["threshold"]
+    missing = CliRunner().invoke(app, ["verifier", "calibrate", str(tmp_path / "nothing")])
+    assert missing.exit_code == 1 and "not a trained verifier folder" in missing.output
+
+
 def test_relevance_calibration_keeps_false_blocks_within_the_bound() -> None:
     examples = [e for e in cap_per_source(training_examples("ci"), 16, 0)
                 if e.split == "dev" and e.kind == "tool_fit"]
@@ -203,6 +265,8 @@ def test_distill_fit_writes_a_smaller_fit_model_and_keeps_the_slot_model(
     teacher = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
     student = json.loads((out / "calibration.json").read_text(encoding="utf-8"))
     assert student["slot"] == teacher["slot"] and student["tool_fit"]["n_pairs"] > 0
+    fit_block = student["tool_fit"]  # bounded on dev and on tools never trained on
+    assert fit_block["threshold"] == min(fit_block["threshold_dev"], fit_block["threshold_none"])
     assert card["thresholds"]["tool_fit"] == student["tool_fit"]["threshold"]
     assert {"relevance_min_fit", "relevance_margin"} <= set(LearnedVerifier(out).thresholds)
 

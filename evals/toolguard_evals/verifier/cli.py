@@ -72,6 +72,30 @@ def export_onnx_command(
         raise typer.Exit(1) from exc
 
 
+@verifier_app.command("calibrate")
+def calibrate_command(
+    folder: Annotated[Path, typer.Argument(help="A `toolguard verifier train` output folder.")],
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="The data root the dev split is rebuilt from (default: "
+                          "$TOOLGUARD_DATA_DIR, else ../shared/data)."),
+    ] = None,
+) -> None:
+    """Choose FOLDER's thresholds again: each bound on dev and on tools never trained on.
+
+    Rewrites FOLDER/calibration.json (and an int8 export's thresholds) without training
+    (~1-2 min for a full-size folder).
+    """
+    from toolguard.errors import ConfigurationError
+    from toolguard_evals.verifier.calibrate import recalibrate
+
+    try:
+        recalibrate(folder, data_dir=data_dir, log=lambda line: typer.echo(line, err=True))
+    except (ConfigurationError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
 @verifier_app.command("distill-fit")
 def distill_fit_command(
     folder: Annotated[Path, typer.Argument(help="A `toolguard verifier train` output folder.")],

@@ -55,8 +55,11 @@ RelyToolBench's G1 files, CRITICTOOL's tool docs and the dialogue domains in
 id, so one conversation stays in one split) form the ``dev`` split that thresholds are
 chosen on.  Evaluation-only: BFCL ``live_simple``, ``live_multiple``, ``live_irrelevance``,
 ``irrelevance``, RelyToolBench's G2 files and the domains in :data:`EVAL_DOMAINS`.
-RelyToolBench's G3 files are in neither (``"none"``).  A training example whose user side
-equals an evaluation request's (after :func:`normalise`) is dropped.
+RelyToolBench's G3 files and BFCL's :data:`NEITHER_BFCL` categories are in neither
+(``"none"``): tools and domains no model trains on, which :func:`neither_examples` turns
+into a second calibration set (the thresholds must also hold on tools never seen).  An
+example whose user side equals an evaluation request's (after :func:`normalise`) is
+dropped, from training and from that set alike.
 """
 
 from __future__ import annotations
@@ -95,6 +98,9 @@ EVAL_BFCL: Final = ("live_simple", "live_multiple", "live_irrelevance", "irrelev
 TRAIN_RTB: Final = ("G1_instruction",)
 EVAL_RTB: Final = ("G2_category",)
 NEITHER_RTB: Final = ("G3_instruction",)
+NEITHER_BFCL: Final = ("simple_java", "simple_javascript", "live_parallel",
+                       "live_parallel_multiple")
+"""BFCL categories with gold that neither trains nor evaluates: calibration on unseen tools."""
 DEV_PERCENT: Final = 12
 """Share of training requests (percent, by request id) held out as the dev split."""
 
@@ -533,16 +539,53 @@ def critictool_specs(data_dir: str | Path | None = None) -> list[ToolSpec]:
 
 
 def _bfcl_records(category: str, limit: int | None) -> list[dict[str, Any]]:
-    """A single-turn BFCL category with gold (``parallel_multiple`` included)."""
-    from toolguard_evals.bfcl import data_dir, load_category, read_jsonl
+    """A single-turn BFCL category with gold, read from bfcl-eval's files.
 
-    if category != "parallel_multiple":
-        return load_category(category, limit=limit)  # type: ignore[arg-type]
+    Java and JavaScript categories get their parameter types as strings
+    (:func:`_typed_as_strings`).
+    """
+    from toolguard_evals.bfcl import SINGLE_TURN_CATEGORIES, data_dir, load_category, read_jsonl
+
+    if category in SINGLE_TURN_CATEGORIES:
+        return load_category(category, limit=limit)
     folder = data_dir()
     records = read_jsonl(folder / f"BFCL_v4_{category}.json")[:limit]
     gold = {a["id"]: a["ground_truth"]
             for a in read_jsonl(folder / "possible_answer" / f"BFCL_v4_{category}.json")}
-    return [{**r, "ground_truth": gold[r["id"]]} for r in records]
+    out = [{**r, "ground_truth": gold[r["id"]]} for r in records]
+    if category in ("simple_java", "simple_javascript"):
+        for r in out:
+            for doc in r["function"]:
+                _typed_as_strings(doc.get("parameters"), category.removeprefix("simple_"))
+    return out
+
+
+_JSON_TYPES: Final = frozenset({"string", "integer", "number", "boolean", "array", "object",
+                                "dict", "float", "tuple", "any", "null"})
+
+
+def _typed_as_strings(schema: Any, language: str) -> None:
+    """Give a language's own types (``HashMap``, ``Bigint``) in place as strings.
+
+    BFCL presents Java and JavaScript arguments to a model as strings in the language's
+    syntax and names the type in the description; JSON Schema has no such types.
+    """
+    if isinstance(schema, list):
+        for item in schema:
+            _typed_as_strings(item, language)
+        return
+    if not isinstance(schema, dict):
+        return
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind not in _JSON_TYPES:
+        described = str(schema.get("description", "")).rstrip()
+        schema["description"] = f"{described} (a {language} {kind}, in string form)".strip()
+        schema["type"] = "string"
+        for key in ("items", "properties"):
+            schema.pop(key, None)
+    for value in schema.values():
+        if isinstance(value, dict | list):
+            _typed_as_strings(value, language)
 
 
 # ---------------------------------------------------------------------------- entry points
@@ -585,6 +628,38 @@ def training_examples(size: Size = "full", *, data_dir: str | Path | None = None
     held = evaluation_requests(data_dir=data_dir)
     kept = [e for e in out.examples if e.request_text not in held]
     assert all(e.split in ("train", "dev") for e in kept)
+    return kept
+
+
+def neither_examples(*, data_dir: str | Path | None = None, seed: int = 0,
+                     limit: int | None = None) -> list[Example]:
+    """Fit and slot examples of the ``none`` sources: tools and domains never trained on.
+
+    BFCL's :data:`NEITHER_BFCL` categories (their gold tools fit, their other functions do
+    not, a stated value and its deletion) and RelyToolBench's :data:`NEITHER_RTB` files,
+    built by the training builders; an example whose user side equals an evaluation
+    request's is dropped.  Calibration reads them beside dev (:mod:`.train`); no model
+    trains on them.
+
+    Args:
+        data_dir: The data root holding ``relytoolbench/``.
+        seed: Seed of the sampled negatives.
+        limit: Records per file at most (``None``: all; the ``ci`` size reads a few).
+
+    Raises:
+        FileNotFoundError: A dataset is missing.
+    """
+    rng = random.Random(seed)
+    out = _Out()
+    for cat in NEITHER_BFCL:
+        bfcl_single(out, cat, _bfcl_records(cat, limit), rng, ())
+    rtb_root = None if data_dir is None else Path(data_dir) / "relytoolbench"
+    for group in NEITHER_RTB:
+        for suffix in ("", "_missing_all_arguments", "_with_unmatched_tools"):
+            rtb(out, f"{group}{suffix}", rtb_root, limit)
+    held = evaluation_requests(data_dir=data_dir)
+    kept = [e for e in out.examples if e.request_text not in held]
+    assert all(e.split == "none" for e in kept)
     return kept
 
 
@@ -631,8 +706,9 @@ def counts(examples: Iterable[Example]) -> dict[str, Any]:
     return table
 
 
-__all__ = ["DEV_PERCENT", "EVAL_BFCL", "EVAL_DOMAINS", "EVAL_RTB", "KINDS", "NEITHER_RTB",
-           "SIZES", "TRAIN_BFCL", "TRAIN_BFCL_MULTI_TURN", "TRAIN_DOMAINS", "TRAIN_RTB",
-           "Example", "Kind", "Size", "SizeLimits", "Split", "counts",
-           "critictool_specs", "delete_mention", "evaluation_requests", "normalise", "request_id",
-           "source_split", "split_of", "stated", "training_examples", "user_side"]
+__all__ = ["DEV_PERCENT", "EVAL_BFCL", "EVAL_DOMAINS", "EVAL_RTB", "KINDS", "NEITHER_BFCL",
+           "NEITHER_RTB", "SIZES", "TRAIN_BFCL", "TRAIN_BFCL_MULTI_TURN", "TRAIN_DOMAINS",
+           "TRAIN_RTB", "Example", "Kind", "Size", "SizeLimits", "Split", "counts",
+           "critictool_specs", "delete_mention", "evaluation_requests", "neither_examples",
+           "normalise", "request_id", "source_split", "split_of", "stated", "training_examples",
+           "user_side"]

@@ -16,7 +16,8 @@ seed; dev pairs only calibrate, evaluation-only sources are never read):
    (:func:`~toolguard_evals.verifier.train.fine_tune_fit`).
 
 The goal centre, the tool-fit threshold and the relevance operating point are calibrated
-again on dev with the teacher's rules (:func:`~toolguard_evals.verifier.train.calibrate`,
+again with the teacher's rules, on dev and on the tools never trained on
+(:func:`~toolguard_evals.verifier.train.calibrate`,
 :func:`~toolguard_evals.verifier.train.calibrate_relevance`); ``slot/`` and its threshold
 are copied.  The output loads like any trained folder (``LearnedVerifier(OUT)``) and can
 be exported (``toolguard verifier export-onnx OUT [--int8]``).
@@ -126,7 +127,7 @@ def distill_fit(folder: str | Path, out: str | Path, *, config: DistillConfig = 
     from sklearn.metrics import roc_auc_score
 
     from toolguard_evals.verifier import train as tr
-    from toolguard_evals.verifier.data import training_examples
+    from toolguard_evals.verifier.data import SIZES, neither_examples, training_examples
 
     started = time.monotonic()
     root, target = Path(folder), Path(out)
@@ -201,8 +202,14 @@ def distill_fit(folder: str | Path, out: str | Path, *, config: DistillConfig = 
         scores = tr.fit_scores(model, pairs, center=read_goal_center(staged / FIT_FOLDER))
         teacher_scores = tr.fit_scores(teacher, pairs,
                                        center=read_goal_center(root / FIT_FOLDER))
+        unseen = [e for e in neither_examples(data_dir=data_dir, seed=seed,
+                                              limit=SIZES[size].rtb_records)
+                  if e.kind == "tool_fit"]
+        unseen_scores = tr.fit_scores(model, [e.pair() for e in unseen],
+                                      center=read_goal_center(staged / FIT_FOLDER))
         fit = tr.calibrate(dev, scores, max_false_abstain=fit_config.max_false_abstain,
-                           fit_max_false_abstain=fit_config.fit_max_false_abstain)
+                           fit_max_false_abstain=fit_config.fit_max_false_abstain,
+                           neither=(unseen, unseen_scores))
         labels = [e.label for e in dev]
         auc = ({"student": round(float(roc_auc_score(labels, scores)), 4),
                 "teacher": round(float(roc_auc_score(labels, teacher_scores)), 4)}

@@ -25,12 +25,15 @@ Output folder (``verifier=DIR`` / ``TOOLGUARD_VERIFIER=DIR`` load it)::
     DIR/data_card.json     sources, splits, counts, seed, size, base model, settings, time
     DIR/data_card.md       the same as a table
 
-Calibration ("when unsure, proceed"; dev split only, :func:`calibrate`): the tool-fit
-threshold is the highest one at which at most :attr:`TrainConfig.fit_max_false_abstain` of
-the dev requests a gold tool serves would have every gold tool below it (a false
-``no_suitable_tool``); the slot threshold the highest one at which at most
-:attr:`TrainConfig.max_false_abstain` of the dev (request, tool) groups whose required
-values are all stated would have one below it (a false ``ask_user``).  The curves give,
+Calibration ("when unsure, proceed"; :func:`calibrate`): the tool-fit threshold is the
+highest one at which at most :attr:`TrainConfig.fit_max_false_abstain` of the dev requests
+a gold tool serves would have every gold tool below it (a false ``no_suitable_tool``); the
+slot threshold the highest one at which at most :attr:`TrainConfig.max_false_abstain` of
+the dev (request, tool) groups whose required values are all stated would have one below
+it (a false ``ask_user``).  The dev split shares its tools and domains with training, so
+each bound must also hold on the ``none`` sources, tools and domains no model trains on
+(:func:`~toolguard_evals.verifier.data.neither_examples`): the lower of the two thresholds
+is kept, and so is the relevance operating point's bound on false blocks.  The curves give,
 per threshold, the precision and recall of the negative class (no fit / absent) over dev
 pairs and the false-abstain rate.
 """
@@ -60,6 +63,7 @@ from toolguard_evals.verifier.data import (
     EVAL_BFCL,
     EVAL_DOMAINS,
     EVAL_RTB,
+    NEITHER_BFCL,
     NEITHER_RTB,
     SIZES,
     TRAIN_BFCL,
@@ -69,6 +73,7 @@ from toolguard_evals.verifier.data import (
     Example,
     Size,
     counts,
+    neither_examples,
     training_examples,
 )
 
@@ -373,27 +378,49 @@ def feasible_stats(kind: str, keyed: Iterable[tuple[Any, int, float]]) -> list[f
     return [min(s for _, s in g) for g in groups.values() if all(y == 1 for y, _ in g)]
 
 
+Scored = tuple[Sequence[Example], Sequence[float]]
+"""Examples and their scores, in the same order (a calibration set)."""
+
+
+def _groups_stats(kind: str, rows: Iterable[tuple[Example, float]]) -> list[float]:
+    return feasible_stats(kind, (
+        ((e.request_id, e.request_text + ("" if kind == "tool_fit" else e.tool.name)),
+         e.label, s) for e, s in rows))
+
+
 def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
               max_false_abstain: float = 0.02,
-              fit_max_false_abstain: float | None = None) -> dict[str, Any]:
-    """Thresholds and curves on the dev split (module docstring).
+              fit_max_false_abstain: float | None = None,
+              neither: Scored | None = None,
+              slot_grid: Sequence[float] | None = None) -> dict[str, Any]:
+    """Thresholds and curves on the dev split, bounded on unseen tools too (module docstring).
+
+    Args:
+        dev: The dev examples (both kinds).
+        scores: Their scores, in order.
+        max_false_abstain: The slot bound (a share of all-stated groups).
+        fit_max_false_abstain: The tool-fit bound (default: ``max_false_abstain``).
+        neither: The ``none`` examples and their scores
+            (:func:`~toolguard_evals.verifier.data.neither_examples`): each threshold is
+            also the highest within its bound there, and the lower of the two is kept.
+        slot_grid: Slot thresholds tried (default :func:`threshold_grid`; a model whose
+            scores sit near 0, such as the slot scorer's MIL head, needs a finer one).
 
     Returns:
-        ``{"tool_fit": {...}, "slot": {...}}``, each with ``threshold``,
-        ``false_abstain_dev`` (share at that threshold), ``n_pairs``, ``n_groups`` and
-        ``curve`` (``[{"threshold", "precision", "recall", "false_abstain"}]``, negative
-        class = no fit / absent).
+        ``{"tool_fit": {...}, "slot": {...}, "relevance": {...}}``; each of the first two with
+        ``threshold``, ``false_abstain_dev`` (share at that threshold), ``n_pairs``,
+        ``n_groups`` and ``curve`` (``[{"threshold", "precision", "recall",
+        "false_abstain"}]`` on dev, negative class = no fit / absent); with ``neither`` also
+        ``threshold_dev``, ``threshold_none``, ``false_abstain_none`` and ``n_groups_none``.
     """
     bounds = {"tool_fit": (max_false_abstain if fit_max_false_abstain is None
                            else fit_max_false_abstain), "slot": max_false_abstain}
     out: dict[str, Any] = {"max_false_abstain": max_false_abstain,
                            "fit_max_false_abstain": bounds["tool_fit"]}
-    grid = threshold_grid()
     for kind in ("tool_fit", "slot"):
+        grid = list(slot_grid) if kind == "slot" and slot_grid else threshold_grid()
         rows = [(e, s) for e, s in zip(dev, scores, strict=True) if e.kind == kind]
-        stats = feasible_stats(kind, (
-            ((e.request_id, e.request_text + ("" if kind == "tool_fit" else e.tool.name)),
-             e.label, s) for e, s in rows))
+        stats = _groups_stats(kind, rows)
 
         def false_rate(t: float, stats: list[float] = stats) -> float:
             return sum(x < t for x in stats) / len(stats) if stats else 0.0
@@ -408,53 +435,88 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
                           "recall": round(tp / negatives, 4) if negatives else None,
                           "false_abstain": round(false_rate(t), 4)})
         threshold = highest_within(grid, false_rate, bounds[kind])
+        unseen: dict[str, Any] = {}
+        if neither is not None:
+            stats_none = _groups_stats(kind, ((e, s) for e, s in zip(*neither, strict=True)
+                                              if e.kind == kind))
+
+            def none_rate(t: float, stats: list[float] = stats_none) -> float:
+                return sum(x < t for x in stats) / len(stats) if stats else 0.0
+
+            on_none = highest_within(grid, none_rate, bounds[kind])
+            unseen = {"threshold_dev": threshold, "threshold_none": on_none}
+            threshold = min(threshold, on_none)
+            unseen.update(false_abstain_none=round(none_rate(threshold), 4),
+                          n_groups_none=len(stats_none))
         at = next(c for c in curve if c["threshold"] == threshold)
         out[kind] = {"threshold": threshold, "false_abstain_dev": at["false_abstain"],
                      "precision_dev": at["precision"], "recall_dev": at["recall"],
-                     "n_pairs": len(rows), "n_groups": len(stats), "curve": curve}
-    out["relevance"] = calibrate_relevance(dev, scores)
+                     "n_pairs": len(rows), "n_groups": len(stats), **unseen, "curve": curve}
+    out["relevance"] = calibrate_relevance(dev, scores, neither=neither)
     return out
 
 
+def _tool_sets(examples: Sequence[Example], scores: Sequence[float]
+               ) -> list[list[tuple[int, float]]]:
+    """Per request with a fitting tool, its tool-fit ``(label, score)`` pairs."""
+    groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for e, s in zip(examples, scores, strict=True):
+        if e.kind == "tool_fit":
+            groups.setdefault((e.request_id, e.request_text), []).append((e.label, s))
+    return [g for g in groups.values() if any(y == 1 for y, _ in g)]
+
+
 def calibrate_relevance(dev: Sequence[Example], scores: Sequence[float], *,
-                        max_false_block: float = 0.01) -> dict[str, Any]:
+                        max_false_block: float = 0.01,
+                        neither: Scored | None = None) -> dict[str, Any]:
     """``min_fit`` and ``margin`` of :class:`toolguard.verifier.LearnedRelevanceJudge` on dev.
 
     The dev tool-fit pairs of one request form its tool set.  A called tool is judged
     irrelevant when its fit is below ``min_fit`` and another tool of the set reaches
     ``min_fit`` at least ``margin`` above it.  Over a grid (steps of 0.05), the pair with
     the highest recall on called non-fitting tools of requests a tool fits, among those
-    blocking at most ``max_false_block`` of the called gold tools.
+    blocking at most ``max_false_block`` of the called gold tools (of dev, and with
+    ``neither`` of the ``none`` examples too).
 
     Returns:
         ``{"min_fit", "margin", "false_block_dev", "recall_dev", "n_gold", "n_wrong"}``
-        (``min_fit`` 0 and recall 0 when no pair keeps false blocks within the bound).
+        (``min_fit`` 0 and recall 0 when no pair keeps false blocks within the bound); with
+        ``neither`` also ``false_block_none``, ``recall_none`` and ``n_gold_none``.
     """
-    groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for e, s in zip(dev, scores, strict=True):
-        if e.kind == "tool_fit":
-            groups.setdefault((e.request_id, e.request_text), []).append((e.label, s))
-    sets = [g for g in groups.values() if any(y == 1 for y, _ in g)]
-
     def blocked(own: int, g: list[tuple[int, float]], fit: float, margin: float) -> bool:
         score = g[own][1]
         return score < fit and any(s >= fit and s - score >= margin
                                    for k, (_, s) in enumerate(g) if k != own)
 
-    gold = [(g, k) for g in sets for k, (y, _) in enumerate(g) if y == 1]
-    wrong = [(g, k) for g in sets for k, (y, _) in enumerate(g) if y == 0]
-    best = {"min_fit": 0.0, "margin": 1.0, "false_block_dev": 0.0, "recall_dev": 0.0}
+    def rates(sets: list[list[tuple[int, float]]], fit: float, margin: float
+              ) -> tuple[float, float, int, int]:
+        gold = [(g, k) for g in sets for k, (y, _) in enumerate(g) if y == 1]
+        wrong = [(g, k) for g in sets for k, (y, _) in enumerate(g) if y == 0]
+        return (sum(blocked(k, g, fit, margin) for g, k in gold) / max(1, len(gold)),
+                sum(blocked(k, g, fit, margin) for g, k in wrong) / max(1, len(wrong)),
+                len(gold), len(wrong))
+
+    sets = _tool_sets(dev, scores)
+    unseen = _tool_sets(*neither) if neither is not None else []
+    best: dict[str, Any] = {"min_fit": 0.0, "margin": 1.0, "false_block_dev": 0.0,
+                            "recall_dev": 0.0}
     steps = [round(0.05 * i, 2) for i in range(1, 20)]
     for fit in steps:
         for margin in steps:
-            false = sum(blocked(k, g, fit, margin) for g, k in gold) / max(1, len(gold))
-            if false > max_false_block:
+            false, recall, _, _ = rates(sets, fit, margin)
+            if false > max_false_block or recall <= best["recall_dev"]:
                 continue
-            recall = sum(blocked(k, g, fit, margin) for g, k in wrong) / max(1, len(wrong))
-            if recall > best["recall_dev"]:
-                best = {"min_fit": fit, "margin": margin, "false_block_dev": round(false, 4),
-                        "recall_dev": round(recall, 4)}
-    return {**best, "n_gold": len(gold), "n_wrong": len(wrong)}
+            if neither is not None and rates(unseen, fit, margin)[0] > max_false_block:
+                continue
+            best = {"min_fit": fit, "margin": margin, "false_block_dev": round(false, 4),
+                    "recall_dev": round(recall, 4)}
+    _, _, n_gold, n_wrong = rates(sets, best["min_fit"], best["margin"])
+    out = {**best, "n_gold": n_gold, "n_wrong": n_wrong}
+    if neither is not None:
+        false, recall, n_gold_none, _ = rates(unseen, best["min_fit"], best["margin"])
+        out.update(false_block_none=round(false, 4), recall_none=round(recall, 4),
+                   n_gold_none=n_gold_none)
+    return out
 
 
 def data_card(examples: Sequence[Example], *, size: Size, seed: int, config: TrainConfig,
@@ -486,7 +548,9 @@ def data_card(examples: Sequence[Example], *, size: Size, seed: int, config: Tra
             "evaluation_only": {"bfcl_v4": list(EVAL_BFCL),
                                 "relytoolbench": [f"{g}*" for g in EVAL_RTB],
                                 "dialogues": list(EVAL_DOMAINS)},
-            "neither": {"relytoolbench": [f"{g}*" for g in NEITHER_RTB]},
+            "neither": {"bfcl_v4": list(NEITHER_BFCL),
+                        "relytoolbench": [f"{g}*" for g in NEITHER_RTB],
+                        "use": "calibration only: each bound must also hold there"},
             "dev_split": f"{DEV_PERCENT} % of training requests by a hash of the request id; "
                          "used for thresholds only",
             "data_dir": str(data_dir) if data_dir is not None else None,
@@ -581,8 +645,15 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
                          center=read_goal_center(folder / FIT_FOLDER))
     dev_slot = score_pairs(slot_model, [e.pair() for e in dev if e.kind == "slot"])
     dev = [e for e in dev if e.kind == "tool_fit"] + [e for e in dev if e.kind == "slot"]
+    unseen = neither_examples(data_dir=data_dir, seed=seed, limit=SIZES[size].rtb_records)
+    unseen = ([e for e in unseen if e.kind == "tool_fit"]
+              + [e for e in unseen if e.kind == "slot"])
+    unseen_scores = (fit_scores(fit_model, [e.pair() for e in unseen if e.kind == "tool_fit"],
+                                center=read_goal_center(folder / FIT_FOLDER))
+                     + score_pairs(slot_model, [e.pair() for e in unseen if e.kind == "slot"]))
     calibration = calibrate(dev, dev_fit + dev_slot, max_false_abstain=config.max_false_abstain,
-                            fit_max_false_abstain=config.fit_max_false_abstain)
+                            fit_max_false_abstain=config.fit_max_false_abstain,
+                            neither=(unseen, unseen_scores))
     (folder / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=1), encoding="utf-8")
     card = data_card(examples, size=size, seed=seed, config=config, n_train=len(train_set),
                      n_dev=len(dev), wall_seconds=time.monotonic() - started,
@@ -593,7 +664,7 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
     return card
 
 
-__all__ = ["BASE_MODEL", "CONFIGS", "TrainConfig", "base_model_path", "calibrate",
+__all__ = ["BASE_MODEL", "CONFIGS", "Scored", "TrainConfig", "base_model_path", "calibrate",
            "calibrate_relevance", "cap_per_source", "data_card", "data_card_markdown",
            "feasible_stats", "fine_tune", "fine_tune_fit", "fit_scores", "goal_center", "goal_of",
            "highest_within", "optimise", "score_pairs", "set_seed", "threshold_grid", "train"]
