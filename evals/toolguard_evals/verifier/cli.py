@@ -84,7 +84,7 @@ def calibrate_command(
     """Choose FOLDER's thresholds again: each bound on dev and on tools never trained on.
 
     Rewrites FOLDER/calibration.json (and an int8 export's thresholds) without training
-    (~1-2 min for a full-size folder).
+    (1-4 min for a full-size folder on 2 cores).
     """
     from toolguard.errors import ConfigurationError
     from toolguard_evals.verifier.calibrate import recalibrate
