@@ -541,7 +541,7 @@ def critictool_specs(data_dir: str | Path | None = None) -> list[ToolSpec]:
 def _bfcl_records(category: str, limit: int | None) -> list[dict[str, Any]]:
     """A single-turn BFCL category with gold, read from bfcl-eval's files.
 
-    Java and JavaScript categories get their parameter types as strings
+    Java and JavaScript categories get their parameters as strings, as BFCL gives them
     (:func:`_typed_as_strings`).
     """
     from toolguard_evals.bfcl import SINGLE_TURN_CATEGORIES, data_dir, load_category, read_jsonl
@@ -553,39 +553,32 @@ def _bfcl_records(category: str, limit: int | None) -> list[dict[str, Any]]:
     gold = {a["id"]: a["ground_truth"]
             for a in read_jsonl(folder / "possible_answer" / f"BFCL_v4_{category}.json")}
     out = [{**r, "ground_truth": gold[r["id"]]} for r in records]
-    if category in ("simple_java", "simple_javascript"):
+    language = {"simple_java": "Java", "simple_javascript": "JavaScript"}.get(category)
+    if language is not None:
         for r in out:
             for doc in r["function"]:
-                _typed_as_strings(doc.get("parameters"), category.removeprefix("simple_"))
+                _typed_as_strings(doc.get("parameters"), language)
     return out
 
 
-_JSON_TYPES: Final = frozenset({"string", "integer", "number", "boolean", "array", "object",
-                                "dict", "float", "tuple", "any", "null"})
+def _typed_as_strings(parameters: Any, language: str) -> None:
+    """Give every parameter of a Java or JavaScript function as a string, in place.
 
-
-def _typed_as_strings(schema: Any, language: str) -> None:
-    """Give a language's own types (``HashMap``, ``Bigint``) in place as strings.
-
-    BFCL presents Java and JavaScript arguments to a model as strings in the language's
-    syntax and names the type in the description; JSON Schema has no such types.
+    BFCL's own convention for these categories (bfcl-eval's function-doc preprocessing): a
+    model writes each argument in the language's syntax as a string, and the description
+    names the language's type (``HashMap``, ``Bigint``), which JSON Schema does not know.
     """
-    if isinstance(schema, list):
-        for item in schema:
-            _typed_as_strings(item, language)
-        return
-    if not isinstance(schema, dict):
-        return
-    kind = schema.get("type")
-    if isinstance(kind, str) and kind not in _JSON_TYPES:
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    for schema in (properties or {}).values():
+        if not isinstance(schema, dict):
+            continue
+        kind = schema.get("type")
+        hint = f"any {language} object" if kind == "any" else f"a {language} {kind}"
         described = str(schema.get("description", "")).rstrip()
-        schema["description"] = f"{described} (a {language} {kind}, in string form)".strip()
+        schema["description"] = f"{described} ({hint}, in string form)".strip()
         schema["type"] = "string"
         for key in ("items", "properties"):
             schema.pop(key, None)
-    for value in schema.values():
-        if isinstance(value, dict | list):
-            _typed_as_strings(value, language)
 
 
 # ---------------------------------------------------------------------------- entry points
