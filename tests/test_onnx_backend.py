@@ -335,6 +335,25 @@ def test_calibrate_moves_an_int8_exports_thresholds_with_the_folders(
     assert LearnedVerifier(folder, backend="onnx-int8").thresholds == int8["thresholds"]
 
 
+def test_calibrate_keeps_the_old_points_when_the_int8_ones_cannot_follow(
+        int8_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolguard_evals.verifier import export_onnx
+    from toolguard_evals.verifier.calibrate import recalibrate
+
+    folder = tmp_path / "kept"
+    shutil.copytree(int8_folder, folder)
+    before = {name: (folder / name).read_bytes()
+              for name in ("calibration.json", "onnx/export.json")}
+
+    def fails(*_: object, **__: object) -> None:
+        raise FileNotFoundError("the dev data went away")
+
+    monkeypatch.setattr(export_onnx, "calibrate_int8", fails)
+    with pytest.raises(FileNotFoundError, match="went away"):
+        recalibrate(folder, log=lambda _: None)
+    assert {name: (folder / name).read_bytes() for name in before} == before
+
+
 def test_malformed_int8_thresholds_are_refused(int8_folder: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(int8_folder, broken)

@@ -83,9 +83,11 @@ def recalibrate(folder: str | Path, *, data_dir: str | Path | None = None,
         raise ConfigurationError(f"calibrate rebuilds {root}'s dev split from its "
                                  f"data_card.json (size and seed): {exc!r}") from exc
     try:
-        old = json.loads((root / CALIBRATION_FILE).read_text(encoding="utf-8"))
+        raw = (root / CALIBRATION_FILE).read_bytes()
+        kept: bytes | None = raw
+        old = json.loads(raw)
     except FileNotFoundError:
-        old = {}
+        kept, old = None, {}
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"{root}/{CALIBRATION_FILE} cannot be read: {exc!r}") from exc
     built = training_examples(size, data_dir=data_dir, seed=seed)
@@ -109,21 +111,31 @@ def recalibrate(folder: str | Path, *, data_dir: str | Path | None = None,
                    "calibrated": {"on": ["dev", "none"], "size": size, "seed": seed,
                                   "n_dev": len(dev), "n_none": len(unseen),
                                   "wall_seconds": round(time.monotonic() - started, 1)}}
+    export = root / ONNX_CONFIG
+    try:
+        settings = json.loads(export.read_text(encoding="utf-8")) if export.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"{export} cannot be read: {exc!r}") from exc
     _write_json(root / CALIBRATION_FILE, calibration)
     release_models(root)
     summary = {kind: {key: calibration[kind].get(key) for key in
                       ("threshold", "threshold_dev", "threshold_none", "false_abstain_dev",
                        "false_abstain_none")} for kind in ("tool_fit", "slot")}
     log(f"thresholds {json.dumps(summary)}; relevance {json.dumps(calibration['relevance'])}")
-    export = root / ONNX_CONFIG
-    if export.is_file():
-        settings = json.loads(export.read_text(encoding="utf-8"))
-        if "int8" in settings:
-            from toolguard_evals.verifier.export_onnx import calibrate_int8
+    if "int8" in settings:
+        from toolguard_evals.verifier.export_onnx import calibrate_int8
 
+        try:  # the int8 points are moved from the new float32 ones
             settings["int8"] = calibrate_int8(root, root, data_dir=data_dir, log=log)
-            _write_json(export, settings)
+        except BaseException:
+            if kept is None:  # never leave float32 and int8 points of two calibrations
+                (root / CALIBRATION_FILE).unlink()
+            else:
+                (root / CALIBRATION_FILE).write_bytes(kept)
             release_models(root)
+            raise
+        _write_json(export, settings)
+        release_models(root)
     return calibration
 
 
