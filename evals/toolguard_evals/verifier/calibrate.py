@@ -90,11 +90,8 @@ def recalibrate(folder: str | Path, *, data_dir: str | Path | None = None,
         kept, old = None, {}
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"{root}/{CALIBRATION_FILE} cannot be read: {exc!r}") from exc
-    built = training_examples(size, data_dir=data_dir, seed=seed)
-    capped = (tr.cap_per_source([e for e in built if e.kind == "tool_fit"],
-                                config.fit_per_source, seed)
-              + tr.cap_per_source([e for e in built if e.kind == "slot"],
-                                  config.slot_per_source, seed))
+    capped = tr.capped_examples(training_examples(size, data_dir=data_dir, seed=seed), config,
+                                seed)
     dev = [e for e in capped if e.split == "dev"]
     unseen = neither_examples(data_dir=data_dir, seed=seed, limit=SIZES[size].rtb_records)
     log(f"dev split rebuilt ({size}, seed {seed}): {len(dev)} pairs; {len(unseen)} pairs of "

@@ -6,12 +6,34 @@ library's ``learned`` extra).  Nothing heavy is imported until a command runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 verifier_app = typer.Typer(no_args_is_help=True, help=__doc__)
+
+
+def _log(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+@contextmanager
+def _exit_1_on(*errors: type[Exception]) -> Iterator[None]:
+    """Report a folder or dataset the command cannot use: ``error: ...`` and exit status 1.
+
+    Catches ``ConfigurationError``, ``FileNotFoundError`` and ``errors``.
+    """
+    from toolguard.errors import ConfigurationError
+
+    caught: tuple[type[Exception], ...] = (ConfigurationError, FileNotFoundError, *errors)
+    try:
+        yield
+    except caught as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 @verifier_app.command("train")
@@ -40,7 +62,7 @@ def train_command(
     from toolguard_evals.verifier.train import train
 
     train(out, size=size, data_dir=data_dir, seed=seed, threads=threads,  # type: ignore[arg-type]
-          log=lambda line: typer.echo(line, err=True))
+          log=_log)
 
 
 @verifier_app.command("export-onnx")
@@ -61,15 +83,10 @@ def export_onnx_command(
     The exported models' scores are checked against torch's first (needs the library's
     onnx-export extra).
     """
-    from toolguard.errors import ConfigurationError
     from toolguard_evals.verifier.export_onnx import export_onnx
 
-    try:
-        export_onnx(folder, int8=int8, data_dir=data_dir,
-                    log=lambda line: typer.echo(line, err=True))
-    except (ConfigurationError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    with _exit_1_on():
+        export_onnx(folder, int8=int8, data_dir=data_dir, log=_log)
 
 
 @verifier_app.command("calibrate")
@@ -86,14 +103,10 @@ def calibrate_command(
     Rewrites FOLDER/calibration.json (and an int8 export's thresholds) without training
     (1-4 min for a full-size folder on 2 cores).
     """
-    from toolguard.errors import ConfigurationError
     from toolguard_evals.verifier.calibrate import recalibrate
 
-    try:
-        recalibrate(folder, data_dir=data_dir, log=lambda line: typer.echo(line, err=True))
-    except (ConfigurationError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    with _exit_1_on():
+        recalibrate(folder, data_dir=data_dir, log=_log)
 
 
 @verifier_app.command("distill-fit")
@@ -116,10 +129,10 @@ def distill_fit_command(
     """Write OUT: FOLDER's verifier with a tool-fit encoder of fewer layers (faster goals).
 
     The student learns the teacher's embeddings of the training texts, is fine-tuned on the
-    tool-fit labels, and is calibrated again on dev; slot/ is copied (~20 min on 2 cores
+    tool-fit labels, and is calibrated again (on dev and on tools never trained on); slot/ is
+    copied (~20 min on 2 cores
     for a full-size folder).
     """
-    from toolguard.errors import ConfigurationError
     from toolguard_evals.verifier.distill import DistillConfig, distill_fit
 
     if epochs < 1:
@@ -129,13 +142,9 @@ def distill_fit_command(
     except ValueError as exc:
         raise typer.BadParameter(f"--layers must be comma-separated integers, got {layers!r}") \
             from exc
-    try:
+    with _exit_1_on(ValueError):
         distill_fit(folder, out, config=DistillConfig(layers=kept, epochs=epochs),
-                    data_dir=data_dir, threads=threads,
-                    log=lambda line: typer.echo(line, err=True))
-    except (ConfigurationError, ValueError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+                    data_dir=data_dir, threads=threads, log=_log)
 
 
 __all__ = ["verifier_app"]

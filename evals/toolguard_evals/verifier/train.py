@@ -160,6 +160,19 @@ def cap_per_source(examples: Sequence[Example], cap: int, seed: int) -> list[Exa
     return [e for i, e in enumerate(examples) if i in keep]
 
 
+def capped_examples(built: Sequence[Example], config: TrainConfig, seed: int) -> list[Example]:
+    """``built`` capped per source as a training run keeps them: tool fit first, then slot.
+
+    :attr:`TrainConfig.fit_per_source` and :attr:`TrainConfig.slot_per_source` examples per
+    source (:func:`cap_per_source`); the dev split of a trained folder is the ``dev``
+    examples of this list.
+    """
+    return (cap_per_source([e for e in built if e.kind == "tool_fit"], config.fit_per_source,
+                           seed)
+            + cap_per_source([e for e in built if e.kind == "slot"], config.slot_per_source,
+                             seed))
+
+
 def set_seed(seed: int, threads: int) -> None:
     """Seed Python, numpy and torch, and set torch's thread count."""
     import numpy as np
@@ -382,6 +395,11 @@ Scored = tuple[Sequence[Example], Sequence[float]]
 """Examples and their scores, in the same order (a calibration set)."""
 
 
+def _share_below(stats: Sequence[float], threshold: float) -> float:
+    """The share of ``stats`` below ``threshold`` (0 for none): a false-abstain rate."""
+    return sum(x < threshold for x in stats) / len(stats) if stats else 0.0
+
+
 def _groups_stats(kind: str, rows: Iterable[tuple[Example, float]]) -> list[float]:
     return feasible_stats(kind, (
         ((e.request_id, e.request_text + ("" if kind == "tool_fit" else e.tool.name)),
@@ -423,7 +441,7 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
         stats = _groups_stats(kind, rows)
 
         def false_rate(t: float, stats: list[float] = stats) -> float:
-            return sum(x < t for x in stats) / len(stats) if stats else 0.0
+            return _share_below(stats, t)
 
         curve = []
         negatives = sum(e.label == 0 for e, _ in rows)
@@ -441,7 +459,7 @@ def calibrate(dev: Sequence[Example], scores: Sequence[float], *,
                                               if e.kind == kind))
 
             def none_rate(t: float, stats: list[float] = stats_none) -> float:
-                return sum(x < t for x in stats) / len(stats) if stats else 0.0
+                return _share_below(stats, t)
 
             on_none = highest_within(grid, none_rate, bounds[kind])
             unseen = {"threshold_dev": threshold, "threshold_none": on_none}
@@ -623,11 +641,8 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
     started = time.monotonic()
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    built = training_examples(size, data_dir=data_dir, seed=seed, progress=log)
-    examples = (cap_per_source([e for e in built if e.kind == "tool_fit"],
-                               config.fit_per_source, seed)
-                + cap_per_source([e for e in built if e.kind == "slot"],
-                                 config.slot_per_source, seed))
+    examples = capped_examples(training_examples(size, data_dir=data_dir, seed=seed,
+                                                 progress=log), config, seed)
     train_fit = [(e.pair(), e.label) for e in examples
                  if e.split == "train" and e.kind == "tool_fit"]
     train_slot = [(e.pair(), e.label) for e in examples if e.split == "train" and e.kind == "slot"]
@@ -665,6 +680,7 @@ def train(out: str | Path, *, size: Size = "full", data_dir: str | Path | None =
 
 
 __all__ = ["BASE_MODEL", "CONFIGS", "Scored", "TrainConfig", "base_model_path", "calibrate",
-           "calibrate_relevance", "cap_per_source", "data_card", "data_card_markdown",
-           "feasible_stats", "fine_tune", "fine_tune_fit", "fit_scores", "goal_center", "goal_of",
-           "highest_within", "optimise", "score_pairs", "set_seed", "threshold_grid", "train"]
+           "calibrate_relevance", "cap_per_source", "capped_examples", "data_card",
+           "data_card_markdown", "feasible_stats", "fine_tune", "fine_tune_fit", "fit_scores",
+           "goal_center", "goal_of", "highest_within", "optimise", "score_pairs", "set_seed",
+           "threshold_grid", "train"]
