@@ -18,6 +18,11 @@ never reach a tool:
 A step whose calls are all malformed (``invalid_tool_calls`` only) is answered and sent
 back to the model (``back_to_model``): LangChain's ``create_agent`` would otherwise end
 the run on a message without valid tool calls.
+
+A refusal budget keeps a model that answers every refusal with another refused call from
+running to the recursion limit: with ``stop_after=N``, a step whose calls are all blocked,
+after ``N`` such steps in a row since the user's last message (:func:`refused_steps`),
+ends the turn with a message to the user that names the last refusal (mark ``loop``).
 """
 
 from __future__ import annotations
@@ -27,20 +32,42 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from toolguard.conversation import (
+    MARK_KEY,
     MAX_ARGS_DEPTH,
     marked_tool_message,
     nested_too_deep,
     parse_args,
+    toolguard_mark,
 )
 from toolguard.protocol import Answer, AskQuestion, answered_tool_message, user_message
 from toolguard.types import Verdict
 
-__all__ = ["AskMode", "StepPlan", "plan_step", "verdict_message", "with_unique_ids"]
+__all__ = ["DEFAULT_MAX_REFUSED_STEPS", "AskMode", "StepPlan", "plan_step", "refused_steps",
+           "validate_refusal_budget", "verdict_message", "with_unique_ids"]
 
 AskMode = Literal["interrupt", "end"]
+
+DEFAULT_MAX_REFUSED_STEPS = 4
+"""Refused steps in a row after which the next one ends the turn (see :func:`plan_step`):
+the turn ends at most 4 model calls after the first refusal.  The loop guard's stops, when
+it runs, come earlier; this is the guard's own backstop."""
+
+
+def validate_refusal_budget(value: int | None) -> int | None:
+    """Check a ``max_refused_steps`` option: ``None`` or an int >= 1.
+
+    Raises:
+        toolguard.errors.ConfigurationError: Anything else.
+    """
+    from toolguard.errors import ConfigurationError
+
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 1):
+        raise ConfigurationError(f"max_refused_steps must be None or an int >= 1, got {value!r}")
+    return value
 
 
 @dataclass
@@ -88,12 +115,47 @@ def _question(v: Verdict, args: dict[str, Any] | None) -> AskQuestion:
     return q
 
 
+def refused_steps(messages: Sequence[BaseMessage]) -> int:
+    """Model steps in a row at the end of ``messages`` whose every call toolguard refused.
+
+    Counted back to the latest ``HumanMessage``; a step is an ``AIMessage`` the model wrote
+    (not toolguard's own) with calls, each answered by a ``ToolMessage`` carrying a refusing
+    verdict (a mark with an ``action`` other than ``allow``).  A step with a call that ran,
+    was answered by the user, or is still unanswered, and a text reply, end the count.
+
+    Returns:
+        The number of such steps (0 when the last step was not refused).
+    """
+    answers: dict[str, ToolMessage] = {}
+    count = 0
+    for m in reversed(messages):
+        if isinstance(m, HumanMessage):
+            break
+        if isinstance(m, ToolMessage):
+            answers[m.tool_call_id] = m
+            continue
+        if not isinstance(m, AIMessage) or (m.response_metadata or {}).get(MARK_KEY):
+            continue
+        calls = [*m.tool_calls, *m.invalid_tool_calls]
+        if not calls:
+            break
+        for call in calls:
+            answer = answers.get(str(call.get("id") or ""))
+            mark = toolguard_mark(answer) if answer is not None else None
+            if mark is None or mark.get("action") in (None, "allow"):
+                return count
+        count += 1
+    return count
+
+
 def plan_step(
     message: AIMessage,
     verdicts: Sequence[Verdict],
     *,
     ask: AskMode,
     answers: Sequence[Answer] | None = None,
+    refused_before: int = 0,
+    stop_after: int | None = None,
 ) -> StepPlan:
     """Plan the answers of one step (see the module docstring).
 
@@ -103,11 +165,24 @@ def plan_step(
         ask: ``"interrupt"`` to ask the user in the graph, ``"end"`` to end the turn with
             the question.
         answers: The user's answers to the plan's ``questions``, in order, once asked.
+        refused_before: Refused steps in a row before this one (:func:`refused_steps`).
+        stop_after: The refusal budget: when this step's calls are all blocked and
+            ``refused_before >= stop_after``, the turn ends; ``None``: no budget.
 
     Returns:
         The :class:`StepPlan`; with ``questions`` and nothing else when the adapter must
         interrupt first.
     """
+    if (stop_after is not None and refused_before >= stop_after and verdicts
+            and all(v.action == "block" for v in verdicts)
+            and len(verdicts) == len(message.tool_calls) + len(message.invalid_tool_calls)):
+        plan = StepPlan(messages=[verdict_message(v) for v in verdicts], end_turn=True)
+        why = verdicts[-1].reason.removeprefix("Error:").strip().split(". ")[0].rstrip(".")
+        plan.messages.append(user_message(
+            f"I stopped working on this request: the tool calls I proposed were refused "
+            f"{refused_before + 1} times in a row (the last one because {why}). Please "
+            "rephrase the request or give the missing details.", "loop"))
+        return plan
     asks = [v for v in verdicts if v.action == "ask_user"]
     args_by_id = {str(tc.get("id")): dict(tc["args"]) if isinstance(tc.get("args"), dict)
                   else {} for tc in message.tool_calls}

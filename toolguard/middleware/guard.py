@@ -40,7 +40,14 @@ from toolguard.state import (
     merge_counters,
     validate_ask_user,
 )
-from toolguard.steps import AskMode, plan_step, with_unique_ids
+from toolguard.steps import (
+    DEFAULT_MAX_REFUSED_STEPS,
+    AskMode,
+    plan_step,
+    refused_steps,
+    validate_refusal_budget,
+    with_unique_ids,
+)
 from toolguard.types import Verdict
 
 __all__ = ["GuardMiddleware", "GuardMiddlewareState", "not_answered_by_guard"]
@@ -103,13 +110,19 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
             mutually exclusive with ``tools`` and guard options.
         ask_user: ``"auto"`` (interrupt when the agent has a checkpointer, else end the
             turn with the question), ``"interrupt"`` or ``"end"``.
+        max_refused_steps: The refusal budget: after this many model steps in a row whose
+            calls were all blocked, the next such step ends the turn with a message to the
+            user (:func:`toolguard.steps.refused_steps`), so a model that answers every
+            refusal with another refused call stops within ``max_refused_steps + 1`` model
+            calls of its first refusal; ``None``: no budget (the agent's recursion limit).
         **guard_options: Keyword options of :class:`~toolguard.guard.Guard`
             (``detectors``, ``relevance`` (``"learned"`` with ``verifier=``),
             ``judge_model``, ``content_llm_mode``, ``fail_open``, ``detector_options``).
 
     Raises:
         toolguard.errors.ConfigurationError: An unknown ``ask_user`` mode, ``guard``
-            together with ``tools`` or options, or an invalid guard option.
+            together with ``tools`` or options, an invalid guard option, or
+            ``max_refused_steps`` < 1.
     """
 
     state_schema = GuardMiddlewareState
@@ -120,12 +133,14 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         tools: Iterable[Any] | None = None,
         guard: Guard | None = None,
         ask_user: AskUserMode = "auto",
+        max_refused_steps: int | None = DEFAULT_MAX_REFUSED_STEPS,
         **guard_options: Unpack[GuardOptions],
     ) -> None:
         from toolguard.errors import ConfigurationError
 
         super().__init__()
         validate_ask_user(ask_user)
+        self.max_refused_steps = validate_refusal_budget(max_refused_steps)
         if guard is not None and (tools is not None or guard_options):
             raise ConfigurationError("pass guard= alone, or tools= / Guard options")
         self.ask_user = ask_user
@@ -227,16 +242,20 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         step = self._step(state)
         if step is None:
             return None
-        message, verdicts, counts = step
+        message, verdicts, counts, before = step
         if not verdicts:
             return None
         if counts is None and all(v.action == "allow" for v in verdicts):
             _observe(verdicts, getattr(runtime, "stream_writer", None))
             return None  # counted with the model call's update; nothing to answer
         mode: AskMode = "interrupt" if can_interrupt(self.ask_user, _config()) else "end"
-        plan = plan_step(message, verdicts, ask=mode)
+        refused = refused_steps(before)
+        plan = plan_step(message, verdicts, ask=mode, refused_before=refused,
+                         stop_after=self.max_refused_steps)
         if plan.questions:
-            plan = plan_step(message, verdicts, ask=mode, answers=ask_user(plan.questions))
+            plan = plan_step(message, verdicts, ask=mode, answers=ask_user(plan.questions),
+                             refused_before=refused,
+                             stop_after=self.max_refused_steps)
         _observe(verdicts, getattr(runtime, "stream_writer", None))
         # counted with the model call's update unless checked here
         update: dict[str, Any] = {"toolguard": counts} if counts is not None else {}
@@ -257,8 +276,9 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         return self.after_model(state, runtime)
 
     def _step(self, state: Mapping[str, Any]
-              ) -> tuple[AIMessage, list[Verdict], dict[str, int] | None] | None:
-        """The latest ``AIMessage`` with calls, its verdicts, and counters to add here.
+              ) -> tuple[AIMessage, list[Verdict], dict[str, int] | None,
+                         list[BaseMessage]] | None:
+        """The latest ``AIMessage`` with calls, its verdicts, counters to add, the messages before.
 
         The verdicts are those on its unanswered calls.  The counters are ``None`` when the
         model call checked (and counted) this message; else they count it here, minus the
@@ -289,7 +309,8 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
                     m.id for m in messages}:  # the checked message was removed: uncount it
                 old = count_verdicts([Verdict.model_validate(v) for v in record["verdicts"]])
                 counts = merge_counters(counts, {k: -n for k, n in old.items()})
-        return message, [v for v in verdicts if v.tool_call_id not in answered], counts
+        return (message, [v for v in verdicts if v.tool_call_id not in answered], counts,
+                messages[:pos])
 
     def _recheck(self, messages: list[BaseMessage], state: Mapping[str, Any]) -> list[Verdict]:
         guard = self._last

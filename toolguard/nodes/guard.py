@@ -52,7 +52,14 @@ from toolguard.state import (
     merge_counters,
     messages_of,
 )
-from toolguard.steps import AskMode, plan_step, with_unique_ids
+from toolguard.steps import (
+    DEFAULT_MAX_REFUSED_STEPS,
+    AskMode,
+    plan_step,
+    refused_steps,
+    validate_refusal_budget,
+    with_unique_ids,
+)
 from toolguard.types import Verdict
 
 __all__ = ["AskUserMode", "AskUserNode", "GuardCounters", "GuardNode", "GuardState",
@@ -118,10 +125,13 @@ class GuardNode(ToolguardNode):
         grounding_key: State key of texts whose values count as grounded for the content
             detector (e.g. ``"kg_grounding"`` from a
             :class:`~toolguard.nodes.KGResolveNode`), or ``None``.
+        max_refused_steps: The refusal budget, as in
+            :class:`~toolguard.middleware.GuardMiddleware`; ``None``: none.
         name: The node's name.
 
     Raises:
-        toolguard.errors.ConfigurationError: An unknown ``ask_user`` mode.
+        toolguard.errors.ConfigurationError: An unknown ``ask_user`` mode, or
+            ``max_refused_steps`` < 1.
     """
 
     def __init__(
@@ -136,10 +146,12 @@ class GuardNode(ToolguardNode):
         pending_key: str | None = None,
         ask_node: str = "ask_user",
         grounding_key: str | None = "kg_grounding",
+        max_refused_steps: int | None = DEFAULT_MAX_REFUSED_STEPS,
         name: str = "guard",
     ) -> None:
         super().__init__(name=name, messages_key=messages_key, ask_user=ask_user,
                          model_node=model_node)
+        self.max_refused_steps = validate_refusal_budget(max_refused_steps)
         self.guard = guard
         self.counters_key = counters_key
         self.tools_node = tools_node
@@ -189,7 +201,9 @@ class GuardNode(ToolguardNode):
         last = messages[-1]
         assert isinstance(last, AIMessage)
         mode: AskMode = "interrupt" if can_interrupt(self.ask_user, config) else "end"
-        plan = plan_step(last, verdicts, ask=mode)
+        refused = refused_steps(messages[:-1])
+        plan = plan_step(last, verdicts, ask=mode, refused_before=refused,
+                         stop_after=self.max_refused_steps)
         update: dict[str, Any] = {}
         out: list[BaseMessage] = [fixed] if fixed is not None else []
         if plan.questions and self.pending_key is not None:  # AskUserNode interrupts
@@ -197,7 +211,8 @@ class GuardNode(ToolguardNode):
                                         "verdicts": [v.model_dump(mode="json") for v in verdicts]}
         else:
             if plan.questions:
-                plan = plan_step(last, verdicts, ask=mode, answers=ask_user(plan.questions))
+                plan = plan_step(last, verdicts, ask=mode, answers=ask_user(plan.questions),
+                                 refused_before=refused, stop_after=self.max_refused_steps)
             if plan.edited is not None:
                 out = [plan.edited]
             out.extend(plan.messages)
