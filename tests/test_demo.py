@@ -58,7 +58,8 @@ def scripted(script: Callable[[Any], list[AIMessage]]) -> Callable[[Any], BaseCh
 
 def hallucinating_script(episode: Any) -> list[AIMessage]:
     """Gold calls, plus in turn 0 a repeated write (timing), a made-up tool (type) and a
-    renamed argument (format), and in the last turn an invented company name (content)."""
+    renamed argument (format), and in the last turn a gold tool with an invented order id
+    (content: arguments of no gold call)."""
     gold = demo.gold_script(episode)
     order = gold[0]  # place_order(order_type='Buy', symbol='AAPL', price=150, amount=100)
     args = dict(order.tool_calls[0]["args"])
@@ -68,8 +69,7 @@ def hallucinating_script(episode: Any) -> list[AIMessage]:
              call("get_live_quote", {"symbol": "AAPL"}, "fabricated"),
              call("place_order", renamed, "renamed"),
              gold[1]]
-    last = [gold[-2], call("get_stock_info", {"symbol": "Quasar Industries"}, "invented"),
-            gold[-1]]
+    last = [gold[-2], call("get_order_details", {"order_id": 99999}, "invented"), gold[-1]]
     return [*turn0, *gold[2:-2], *last]
 
 
@@ -310,8 +310,13 @@ def test_demo_exits_non_zero_with_the_reason_when_the_endpoint_is_dead() -> None
     from toolguard_evals.local_model import free_port
 
     dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    result = CliRunner().invoke(app, ["demo", "--episodes", "1", "--base-url", dead,
+    result = CliRunner().invoke(app, ["demo", "--tasks", "live_simple=1", "--base-url", dead,
                                       "--model", "m", "--request-timeout", "2"])
     assert result.exit_code == 1, result.output
-    assert "toolguard demo: failed: all 1 unguarded episodes failed" in result.stderr
+    assert "toolguard demo: failed: all 2 demo runs failed" in result.stderr
     assert "Connection error" in result.stderr  # the first error, as the endpoint said it
+    multi = CliRunner().invoke(app, ["demo", "--suite", "multi-turn", "--episodes", "1",
+                                     "--base-url", dead, "--model", "m",
+                                     "--request-timeout", "2"])
+    assert multi.exit_code == 1, multi.output
+    assert "toolguard demo: failed: all 1 unguarded episodes failed" in multi.stderr

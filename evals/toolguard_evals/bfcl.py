@@ -49,8 +49,11 @@ SingleTurnCategory = Literal[
     "simple_python",
     "multiple",
     "parallel",
+    "parallel_multiple",
     "live_simple",
     "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
     "irrelevance",
     "live_irrelevance",
 ]

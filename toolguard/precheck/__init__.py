@@ -390,9 +390,8 @@ def parse_answer(text: str, mode: LLMMode) -> _Answer:
     """
     objects = _json_objects(text)
     if not objects and ("&#" in text or "&quot;" in text):
-        # chat templates that HTML-escape the prompt (llama-cpp-python's stock
-        # chatml-function-calling; LocalModelServer turns that off) teach the model to
-        # answer escaped JSON
+        # chat templates that HTML-escape the prompt (llama-cpp-python's
+        # chatml-function-calling handler does) teach the model to answer escaped JSON
         objects = _json_objects(html.unescape(html.unescape(text)))
     if not objects:
         raise ValueError("the answer contains no JSON object")

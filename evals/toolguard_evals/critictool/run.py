@@ -324,9 +324,8 @@ async def generate_case(chat: BaseChatModel, case: Case, *, retry_limit: int = R
         unescape: Undo HTML escapes in replies (``html.unescape``), for servers whose chat
             template HTML-escapes the prompt: the model then sees ``&#34;`` for every ``"``
             of the JSON in its prompt and writes its JSON the same way (llama-cpp-python's
-            stock ``chatml-function-calling``;
-            :class:`~toolguard_evals.local_model.LocalModelServer`
-            patches that out).
+            ``chatml-function-calling`` handler; llama-server, which
+            :class:`~toolguard_evals.local_model.LocalModelServer` runs, does not escape).
 
     """
     rec = case.record
@@ -524,7 +523,7 @@ def run_critictool(*, endpoint: Endpoint, data_dir: Path | str | None = None,
                                  max_tools=max_tools)
     sim = get_similarity(similarity)
     cases = make_cases(records, variants=variants)
-    unescape = False  # the embedded server renders templates unescaped (local_model)
+    unescape = False  # llama-server renders chat templates as written (no HTML escapes)
     settings = endpoint.settings() | {"benchmark": "critictool", "protocol": PROTOCOL_VERSION,
                                       "html_unescape": unescape}
     store = GenerationCache(cache)

@@ -100,7 +100,9 @@ _CONTROLLER_ALIASES: Final = {"retry": "retries", "skip": "skips", "finish": "fi
 
 
 @dataclass
-class _TurnResult:
+class TurnResult:
+    """What :func:`run_turn` saw: the last state, and how the turn ended."""
+
     last: dict[str, Any]
     limited: bool = False
     timed_out: bool = False
@@ -112,13 +114,20 @@ def _is_timeout(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower()
 
 
-def _run_turn(
+def run_turn(
     graph: Any, messages: list[BaseMessage], *, max_steps: int, recursion_limit: int,
     raise_errors: bool,
-) -> _TurnResult:
-    """Run one user turn, keeping the last state seen even when the graph fails."""
+) -> TurnResult:
+    """Run one user turn, keeping the last state seen even when the graph fails.
+
+    The graph streams (``stream_mode="values"``) until it ends, or the model has been called
+    ``max_steps`` times and its last calls were answered (``limited``), or it hits
+    ``recursion_limit`` supersteps (``limited``), or a model request times out
+    (``limited`` and ``timed_out``); another exception is recorded in ``error`` (or raised
+    with ``raise_errors``).  Graph control signals (``GraphBubbleUp``) propagate.
+    """
     start = len(messages)
-    out = _TurnResult(last={"messages": messages})
+    out = TurnResult(last={"messages": messages})
     config: RunnableConfig = {"recursion_limit": recursion_limit}
     try:
         for value in graph.stream({"messages": messages}, config, stream_mode="values"):
@@ -210,7 +219,7 @@ def run_episode(
             names = [x.name for x in turn_tools]
         run.turn_starts.append(len(messages))
         messages = [*messages, *new]
-        turn = _run_turn(graph, messages, max_steps=max_steps, recursion_limit=limit,
+        turn = run_turn(graph, messages, max_steps=max_steps, recursion_limit=limit,
                          raise_errors=raise_errors)
         last = turn.last
         run.error = turn.error

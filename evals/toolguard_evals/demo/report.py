@@ -13,7 +13,7 @@ _ROWS: Final = (
     ("hallucinated executed: type", "hallucinated_executed.type"),
     ("hallucinated executed: timing", "hallucinated_executed.timing"),
     ("hallucinated executed: format", "hallucinated_executed.format"),
-    ("hallucinated executed: content*", "hallucinated_executed.content"),
+    ("hallucinated executed: content", "hallucinated_executed.content"),
     ("blocked", "blocked"),
     ("asked user", "asked_user"),
     ("change tools", "change_tools"),
@@ -67,7 +67,8 @@ def print_report(result: Mapping[str, Any], *, console: Any = None) -> None:
     for episode_id, cells in rows.items():
         per.add_row(episode_id, *cells)
     console.print(per)
-    console.print("* content uses toolguard's own deterministic ContentDetector rules as oracle.")
+    console.print("Labels from BFCL's gold, the tool schemas and the environment (RelyToolBench's "
+                  "types); content: a gold tool called with arguments of no gold call.")
 
 
 def check_demo(result: Mapping[str, Any]) -> None:

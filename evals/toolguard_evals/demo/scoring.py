@@ -20,9 +20,7 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
-from toolguard import ToolSpec
-from toolguard.context import build_context, canonical_args
-from toolguard.detectors import ContentDetector
+from toolguard.context import canonical_args
 from toolguard_evals import bfcl
 from toolguard_evals.demo._messages import calls_of, is_toolguard_message
 from toolguard_evals.demo.data import gold_state
@@ -114,9 +112,10 @@ def score_run(run: EpisodeRun) -> tuple[dict[str, Any], list[CallOutcome]]:
       :func:`~toolguard.context.canonical_args`) of another tool call that succeeded, and
       no execution in between changed the environment (all attributes but ``random.Random``
       compared); :data:`REPEATABLE_METHODS` are exempt.
-    - ``content``: the environment ran a call whose argument values toolguard's own
-      deterministic :class:`~toolguard.detectors.ContentDetector` rules flag as ungrounded
-      in the conversation before it.  This label is not independent of toolguard.
+    - ``content``: the environment ran a call of a tool that the episode's gold also calls,
+      with arguments equal to none of the gold calls of that tool (canonical arguments,
+      positional ones named by the method's signature).  Decided from BFCL's gold only; a
+      call of a tool the gold never uses is not labelled.
 
     Returns:
         ``(metrics, outcomes)``; ``metrics`` has the keys of one mode's result in
@@ -131,8 +130,7 @@ def score_run(run: EpisodeRun) -> tuple[dict[str, Any], list[CallOutcome]]:
         if ex.call_id is not None:
             by_call.setdefault(ex.call_id, []).append(i)
     starts = [(s, t) for t, s in enumerate(run.turn_starts) if s is not None]
-    specs_cache: dict[int, dict[str, ToolSpec]] = {}
-    detector = ContentDetector()
+    gold_args = _gold_arguments(run.episode)
     outcomes: list[CallOutcome] = []
     counts = dict.fromkeys(HALLUCINATION_LABELS, 0)
     proposed = tokens = model_calls = 0
@@ -160,13 +158,9 @@ def score_run(run: EpisodeRun) -> tuple[dict[str, Any], list[CallOutcome]]:
                 label = "format"
             elif done and _timing(run, done[0], cid):
                 label = "timing"
-            elif done and not call.get("invalid"):
-                if turn not in specs_cache:
-                    specs_cache[turn] = {n: ToolSpec.from_langchain(x) for n, x in tools.items()}
-                ctx = build_context(messages[: pos + 1], specs_cache[turn])
-                proposed_call = next((c for c in ctx.calls if c.id == cid), None)
-                if proposed_call is not None and detector.ungrounded(proposed_call, ctx):
-                    label = "content"
+            elif done and not call.get("invalid") and _off_gold(
+                    gold_args, name, call.get("args")):
+                label = "content"
             if label is not None:
                 counts[label] += 1
             artifact = answer.artifact if answer is not None and isinstance(
@@ -206,6 +200,25 @@ def score_run(run: EpisodeRun) -> tuple[dict[str, Any], list[CallOutcome]]:
         "wall_s": round(run.wall_s, 3),
     }
     return metrics, outcomes
+
+
+def _gold_arguments(episode: bfcl.MultiTurnEpisode) -> dict[str, set[str]]:
+    """Tool name -> the canonical arguments of its gold calls, over every turn."""
+    env = bfcl.BFCLEnvironment.for_episode(episode)
+    out: dict[str, set[str]] = {}
+    for calls in episode.gold:
+        for source in calls:
+            parsed = bfcl.parse_call(source)
+            out.setdefault(parsed.name, set()).add(canonical_args(env.bind(parsed)))
+    return out
+
+
+def _off_gold(gold: Mapping[str, set[str]], name: str, args: Any) -> bool:
+    """A call of a tool the gold calls, with arguments none of those gold calls has."""
+    wanted = gold.get(name)
+    if not wanted or not isinstance(args, Mapping):
+        return False
+    return canonical_args(args) not in wanted
 
 
 def _format_failure(ex: ToolExecution, tool: BaseTool | None) -> bool:

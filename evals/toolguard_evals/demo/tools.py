@@ -102,8 +102,16 @@ class ToolExecution:
     fault: FaultKind | None = None
 
 
-class _EnvTool(StructuredTool):
-    """A ``StructuredTool`` that exposes the id of the tool call it runs to its function."""
+def current_call_id() -> str | None:
+    """The id of the tool call the running :class:`CallIdTool` was invoked with, if any."""
+    return _CALL_ID.get()
+
+
+class CallIdTool(StructuredTool):
+    """A ``StructuredTool`` that tells its function the id of the tool call it runs.
+
+    The function reads it with :func:`current_call_id`.
+    """
 
     def invoke(
         self, input: str | dict[str, Any] | ToolCall, config: RunnableConfig | None = None,
@@ -199,7 +207,7 @@ class EpisodeTools:
         def run(**kwargs: Any) -> str:
             return self._execute(name, kwargs)
 
-        return _EnvTool.from_function(
+        return CallIdTool.from_function(
             func=run, name=name, description=str(doc.get("description") or ""),
             args_schema=schema,
             metadata={"effects": self.effects(name), "repeatable": name in REPEATABLE_METHODS},
@@ -207,7 +215,7 @@ class EpisodeTools:
 
     def _execute(self, name: str, args: dict[str, Any]) -> str:
         with self._lock:
-            call_id = _CALL_ID.get()
+            call_id = current_call_id()
             plan = self.fault if self._fails_now(name) else None
             if plan is not None and plan.kind != "ambiguous_timeout":
                 error = plan.error()
