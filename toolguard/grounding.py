@@ -655,7 +655,7 @@ def record_fields_of(text: str) -> RecordFields:
         whole = _token_key(stripped) if "\n" not in stripped else None
         if whole is not None:
             add(whole, "", stripped)
-        elif stripped:
+        if stripped and (whole is None or " " in stripped):
             texts.append(("", text))
     else:
         for path, leaf in _leaves(data, ""):
