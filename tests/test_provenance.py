@@ -453,3 +453,38 @@ def test_a_steps_confirmations_are_one_question_answered_once(
     answers = [m for m in out["messages"] if isinstance(m, ToolMessage)
                and m.tool_call_id in ("p0", "p1")]
     assert len(answers) == 2  # every call answered exactly once
+
+
+@pytest.mark.parametrize(("reply", "paid"), [
+    ("Yes, go ahead.", ["DE89370400440532013000"]),
+    ("No, not that account.", []),
+])
+def test_without_a_checkpointer_the_users_yes_is_the_approval(reply: str,
+                                                              paid: list[str]) -> None:
+    """The question ends the turn; the user's next message answers it (asked once)."""
+    ledger: list[str] = []
+
+    def read_note(path: str) -> str:
+        """Read a note."""
+        return "Plumber: 120 EUR to DE89370400440532013000."
+
+    def transfer_money(iban: str, amount: float) -> str:
+        """Transfer money to an IBAN."""
+        ledger.append(iban)
+        return "done"
+
+    tools = [StructuredTool.from_function(read_note, metadata={"effects": "read"}),
+             StructuredTool.from_function(transfer_money, metadata={"effects": "write"})]
+    pay = AIMessage("", tool_calls=[{"name": "transfer_money", "id": "p", "args": {
+        "iban": "DE89370400440532013000", "amount": 120}}])
+    again = AIMessage("", tool_calls=[{"name": "transfer_money", "id": "q", "args": {
+        "iban": "DE89370400440532013000", "amount": 120}}])
+    model = ScriptedChatModel(script=[
+        AIMessage("", tool_calls=[{"name": "read_note", "args": {"path": "bill.txt"},
+                                   "id": "r"}]),
+        pay, again, AIMessage("Done."), AIMessage("Done.")])
+    agent = create_agent(model, tools, middleware=[GuardMiddleware()])  # no checkpointer
+    out = agent.invoke({"messages": [HumanMessage("Pay the bill in bill.txt.")]})
+    assert ledger == [] and "DE89370400440532013000" in out["messages"][-1].content
+    out = agent.invoke({"messages": [*out["messages"], HumanMessage(reply)]})
+    assert ledger == paid

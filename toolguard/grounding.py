@@ -11,7 +11,8 @@ costs the size of the value, not of the history:
 - **numbers**, **dates** and **clock times** (:mod:`toolguard.values`), and the numbers of
   tool results, so an arithmetic step over them is checked on demand;
 - **records** of tool results for provenance checks: one record per result, the whole
-  text (JSON, YAML or prose alike), never a line or an object on its own;
+  text (JSON, YAML or prose alike), never a line or an object on its own, read on first need
+  as a record of fields (:class:`RecordFields`);
 - a **prefix index** of tokens (first two letters) for typo and abbreviation candidates.
 
 Every entry carries a bit mask of :data:`SOURCE_BITS` (user, system, tool result, outside
@@ -650,27 +651,27 @@ def record_fields_of(text: str) -> RecordFields:
     data = _parsed(text)
     if data is None:
         data = _table(text)
-    if data is None:
+    if data is None:  # prose: one value when it is one short line, else one text
         stripped = text.strip()
-        whole = _token_key(stripped) if "\n" not in stripped else None
-        if whole is not None:
-            add(whole, "", stripped)
-        if stripped and (whole is None or " " in stripped):
+        leaves: Iterable[tuple[str, object]] = (
+            [("", stripped)] if stripped and "\n" not in stripped else [])
+        if stripped and "\n" in stripped:
             texts.append(("", text))
     else:
-        for path, leaf in _leaves(data, ""):
-            key = field_key(leaf)
-            shown = str(leaf)
-            if isinstance(leaf, str) and (key is None or " " in leaf.strip()):
-                texts.append((path, leaf))
-            if key is None:
-                continue
-            add(key, path, shown)
-            mailbox = _MAILBOX.match(shown.strip()) if isinstance(leaf, str) else None
-            if mailbox is not None:
-                address = _token_key(mailbox.group(1))
-                if address is not None:
-                    add(address, path, mailbox.group(1))
+        leaves = _leaves(data, "")
+    for path, leaf in leaves:
+        key = field_key(leaf)
+        shown = str(leaf)
+        if isinstance(leaf, str) and (key is None or " " in leaf.strip()):
+            texts.append((path, leaf))
+        if key is None:
+            continue
+        add(key, path, shown)
+        mailbox = _MAILBOX.match(shown.strip()) if isinstance(leaf, str) else None
+        if mailbox is not None:
+            address = _token_key(mailbox.group(1))
+            if address is not None:
+                add(address, path, mailbox.group(1))
     return RecordFields(values={k: tuple(v) for k, v in values.items()}, texts=tuple(texts),
                         raw=raw, by_pattern={p: frozenset(k) for p, k in patterns.items()})
 

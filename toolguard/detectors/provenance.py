@@ -14,7 +14,9 @@ policy decide from the labels.
   answers to toolguard's questions;
 - the called tool's own *schema*: an enum member, a default, a ``const``, an example;
 - an earlier *approval*: the value ran in a decisive argument of an earlier call (it
-  passed this rule, or the user approved the call when asked);
+  passed this rule, or the user approved the call when asked), or toolguard's question
+  named it and the user's reply says yes (without a checkpointer a question ends the
+  turn, and the answer is the user's next message);
 - a *tool result*: which call returned it, and where in that result.  A JSON or YAML
   result is a record of fields (:class:`~toolguard.grounding.RecordFields`): a scalar of up
   to :data:`~toolguard.grounding.MAX_FIELD_TOKENS` tokens is a field value (an id, an
@@ -43,9 +45,10 @@ here (the content detector checks dates and times).
 **The rule.**  A decisive value passes when
 
 (a) the user side or the tool's schema states it, or an earlier approval covers it; or
-(b) it is a whole field of the result of a call the user specified, and the user states
-    no other value of the same kind in the same field of that result (the item the user
-    chose: "book the Azure hotel" does not book another hotel of the same listing).
+(b) it is a whole field of the result of a call the user specified, and the user's current
+    request names no other value of the same kind in the same field of that result (the
+    item the user chose: "book the Azure hotel" does not book another hotel of the same
+    listing).
 
 A call is *user-specified* when it came back without error and is either a
 state-changing call that ran (its decisive values passed this rule, or the user approved
@@ -63,8 +66,10 @@ Anything else -- a value inside the text of an email, a file, a page, a transact
 subject; a field of a result no one asked for; a field the user contradicts -- is an
 ``ask_user`` that names each value and its source.  The user's wording never endorses a
 value: a request that hands the decision to tool output ("pay the bill in the file", "do
-what the email says") gets one confirmation per step that lists the calls planned from
-that output (:attr:`ProvenanceDetector.plan_question`), never a silent pass.  Text
+what the email says") is recognised from the data flow -- the values come from inside a
+text the user pointed to -- and its step gets one confirmation that lists the planned call
+and what it takes from that text (the step's confirmations are one question:
+:attr:`~toolguard.types.Verdict.confirm`), never a silent pass.  Text
 addressed to the agent (:data:`STEERING`) in the source is named in the reason; it is never
 the gate.  A tool or parameter declared ``accepts_tool_values`` is not checked.
 Deterministic: a lookup per value token, a parse of a result on first need.
@@ -78,8 +83,10 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from langchain_core.messages import AIMessage, SystemMessage
+
 from toolguard.context import CheckContext, ProposedCall
-from toolguard.conversation import CallRecord
+from toolguard.conversation import MARK_KEY, CallRecord, Conversation, message_text
 from toolguard.detectors.base import Detector, DetectorOptions, register_detector
 from toolguard.errors import ConfigurationError
 from toolguard.grounding import (
@@ -116,6 +123,8 @@ MAX_FINDINGS_SHOWN = 4
 """Values of one call named in its reason and question (the evidence holds them all)."""
 _CONTENT_KINDS = frozenset({ValueKind.DATE, ValueKind.TIME, ValueKind.TIME_NUMBER})
 _INDEX = re.compile(r"\[\d+\]")
+_MAY_ADDRESS = re.compile(r"[@/]|www\.|http", re.I)
+"""A necessary condition for an email, a URL or a path inside a text (a cheap pre-scan)."""
 _PATH_IN_TEXT = re.compile(r"(?:~|\.{0,2})/[\w.\-/]+")
 _TOOL = SOURCE_BITS["tool"]
 
@@ -194,7 +203,7 @@ def decisive_values(value: Any, schema: Mapping[str, Any] | None = None, *, writ
     else:
         kind = ValueKind.TEXT
     inside: list[Decisive] = []
-    if " " in v or kind is ValueKind.TEXT:
+    if (" " in v or kind is ValueKind.TEXT) and _MAY_ADDRESS.search(v):
         scanned = v[:MAX_SCANNED]
         inside = [(f, k) for f, k in text_facts(scanned) if k in ADDRESS_KINDS and f != v]
         if write:
@@ -375,12 +384,17 @@ class _Sources:
         self.ctx, self.accepts = ctx, accepts
         self.g = ctx.conversation.grounding
         self.specs = ctx.specs
-        self.calls = {c.answer: c for c in ctx.conversation.calls if c.answer is not None}
         self.extra = _extra_index(ctx)
         self._pointed: dict[int, bool] = {}
         self._open: dict[int, bool] = {}
         self._approved: tuple[set[tuple[str, ...]], set[float]] | None = None
         self._numbers: dict[float, Source] | None = None
+        self._confirmed: str | None = None
+
+    @functools.cached_property
+    def calls(self) -> dict[int, CallRecord]:
+        """The earlier calls by the position of their answer (read on first need)."""
+        return {c.answer: c for c in self.ctx.conversation.calls if c.answer is not None}
 
     # ------------------------------------------------------------------ a value's source
     def source(self, value: str | float, kind: ValueKind, spec: ToolSpec) -> Source:
@@ -393,7 +407,7 @@ class _Sources:
         if self._user_states(toks):
             return Source("user")
         strings, _ = self.approved()
-        if toks in strings:
+        if toks in strings or self._confirmed_in_words(value):
             return Source("approved")
         g = self.g
         masks = [g.tokens.get(t, 0) | g.trusted_run(t) for t in toks]
@@ -412,7 +426,7 @@ class _Sources:
         if self._states_number(key):
             return Source("user")
         _, numbers = self.approved()
-        if key in numbers:
+        if key in numbers or self._confirmed_in_words(x):
             return Source("approved")
         self.g.ensure("records")
         records = [i for i in range(len(self.g.records))
@@ -504,10 +518,11 @@ class _Sources:
                       self.pointed(i), self.open_world(i), None, self._steering(i))
 
     def _contradiction(self, i: int, key: tuple[str, ...], kind: ValueKind) -> str | None:
-        """Another string of the same kind in the same field of record ``i`` the user states.
+        """Another string of the same kind in the same field of record ``i`` the user names.
 
-        Numbers are left out: an amount or a count coincides with other numbers too often
-        to say which item the user meant.
+        Named in the user's current request (an earlier turn's city is no statement about
+        this call).  Numbers are left out: an amount or a count coincides with other numbers
+        too often to say which item the user meant.
         """
         fields = self.g.record_fields(i)
         for path in fields.paths(key):
@@ -515,9 +530,14 @@ class _Sources:
                 if other == key or not isinstance(other, tuple):
                     continue
                 raw = fields.raw.get(other, "")
-                if shape_of(raw.strip()) is kind and self._user_states(other):
+                if shape_of(raw.strip()) is kind and self.goal_words.issuperset(other):
                     return raw
         return None
+
+    @functools.cached_property
+    def goal_words(self) -> frozenset[str]:
+        """The tokens of the user's current request (:attr:`Conversation.goal`)."""
+        return frozenset(tokens_of(self.ctx.conversation.goal.text))
 
     def _states_number(self, key: float) -> bool:
         return bool(self.g.number(key).mask & TRUSTED) or (
@@ -554,6 +574,17 @@ class _Sources:
             for v in _scalars(call.args))
 
     # ------------------------------------------------------------------ approvals
+    def _confirmed_in_words(self, value: str | float) -> bool:
+        """Whether the user's latest message says yes to toolguard's question naming ``value``.
+
+        Without a checkpointer a question ends the turn (``ask_user="end"``); the user's
+        "yes, go ahead" is then the approval, and the model's identical proposal is not
+        asked about again.
+        """
+        if self._confirmed is None:
+            self._confirmed = _confirmed_question(self.ctx.conversation)
+        return bool(self._confirmed) and _shown(value) in self._confirmed
+
     def approved(self) -> tuple[set[tuple[str, ...]], set[float]]:
         """Values that ran in a decisive argument of an earlier call (tokens, numbers).
 
@@ -654,6 +685,32 @@ class _Sources:
                     shape_of(v.strip()) is ValueKind.URL for v in _strings(call.args))
             self._open[i] = done
         return done
+
+
+_YES = re.compile(r"^\W*(?:yes|yeah|yep|sure|ok(?:ay)?|go ahead|confirm(?:ed)?|approved?|"
+                  r"do it|please do|correct|that'?s (?:right|fine|ok))\b", re.I)
+_NO = re.compile(r"\b(?:no|not|don'?t|never|cancel|stop|wrong|instead)\b", re.I)
+
+
+def _confirmed_question(conv: Conversation) -> str:
+    """The question of toolguard's that the user's latest message approves, else ``""``.
+
+    The message before the user's (system messages aside) is toolguard's ``ask_user``
+    message, and the user's reply opens with a yes and says no "no", "not", "cancel" ...
+    anything else is a new request or a correction: the values are asked about again.
+    """
+    last = conv.last_user
+    if last is None:
+        return ""
+    reply = message_text(conv.messages[last])
+    if not _YES.match(reply) or _NO.search(reply):
+        return ""
+    before = next((m for m in reversed(conv.messages[:last])
+                   if not isinstance(m, SystemMessage)), None)
+    if isinstance(before, AIMessage) and not before.tool_calls and (
+            before.response_metadata or {}).get(MARK_KEY) == "ask_user":
+        return message_text(before)
+    return ""
 
 
 def _extra_index(ctx: CheckContext) -> GroundingIndex | None:
