@@ -687,8 +687,9 @@ def _parsed(text: str) -> object:
     if not _YAML_LINE.match(stripped):
         return None
     yaml: Any = importlib.import_module("yaml")  # PyYAML, a dependency of langchain-core
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, when built with it
     try:
-        data = yaml.safe_load(stripped)
+        data = yaml.load(stripped, Loader=loader)  # a safe loader
     except (yaml.YAMLError, ValueError, RecursionError):
         return None
     return data if isinstance(data, (dict, list)) else None

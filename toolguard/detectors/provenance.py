@@ -372,8 +372,7 @@ def _decisive_leaves(args: Mapping[str, Any], spec: ToolSpec, accepted: frozense
         if accepted and _INDEX.sub("", path).rsplit(".", 1)[-1] in accepted:
             continue
         for candidate, kind in decisive_values(value, schema, write=write, query=query):
-            if not _documented(candidate, spec):
-                yield path, candidate, kind
+            yield path, candidate, kind
 
 
 class _Sources:
@@ -400,12 +399,16 @@ class _Sources:
     def source(self, value: str | float, kind: ValueKind, spec: ToolSpec) -> Source:
         """The :class:`Source` of one decisive value of a call to ``spec``'s tool."""
         if isinstance(value, float):
-            return self._number_source(value)
+            if self._states_number(number_key(value)):
+                return Source("user")
+            return Source("schema") if _documented(value, spec) else self._number_source(value)
         toks = tuple(_tokens(value))
         if not toks:
             return Source("nowhere")
         if self._user_states(toks):
             return Source("user")
+        if _documented(value, spec):
+            return Source("schema")
         strings, _ = self.approved()
         if toks in strings or self._confirmed_in_words(value):
             return Source("approved")
