@@ -80,7 +80,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from langchain_core.messages import AIMessage, SystemMessage
@@ -227,7 +227,8 @@ class Source:
         pointed: The result's call is user-specified (module docstring, "The rule").
         open_world: The result is open-world output.
         contradicted_by: For a field: the other value of the same field the user states.
-        steering: The result carries text addressed to the agent (:data:`STEERING`).
+        steering: The result carries text addressed to the agent (:data:`STEERING`); read
+            only for a value that is not endorsed.
         via: For a number no text states: the arithmetic step that gives it
             (``1100 + 100``); the source is then that of its weaker operand.
     """
@@ -388,6 +389,7 @@ class _Sources:
         self._open: dict[int, bool] = {}
         self._approved: tuple[set[tuple[str, ...]], set[float]] | None = None
         self._numbers: dict[float, Source] | None = None
+        self._number_records: dict[float, int] = {}
         self._confirmed: str | None = None
 
     @functools.cached_property
@@ -431,9 +433,11 @@ class _Sources:
         _, numbers = self.approved()
         if key in numbers or self._confirmed_in_words(x):
             return Source("approved")
-        self.g.ensure("records")
-        records = [i for i in range(len(self.g.records))
-                   if key in self.g.record_numbers(i) and not self._echoes_number(i, key)]
+        records: list[int] = []
+        if self.g.number(x).mask & _TOOL:  # else no result states it: skip the scan
+            self.g.ensure("records")
+            records = [i for i in range(len(self.g.records))
+                       if key in self.g.record_numbers(i) and not self._echoes_number(i, key)]
         if not records:
             return self._derived(x)
         return self._from_records(records, key, ValueKind.NUMBER)
@@ -460,10 +464,10 @@ class _Sources:
                 if sa.endorsed and sb.endorsed:
                     return Source("derived", via=via)
                 if weaker is None:
-                    worse = sb if sa.endorsed else sa
-                    weaker = Source(worse.origin, worse.tool, worse.call, worse.path,
-                                    worse.pointed, worse.open_world, worse.contradicted_by,
-                                    worse.steering, via)
+                    n, worse = (number_key(b), sb) if sa.endorsed else (a, sa)
+                    i = self._number_records.get(n)
+                    weaker = replace(worse, via=via,
+                                     steering=i is not None and self._steering(i))
         return weaker if weaker is not None else Source("nowhere")
 
     def numbers(self) -> dict[float, Source]:
@@ -489,7 +493,8 @@ class _Sources:
                     pointed = self.pointed(i)
                     out[n] = Source("field" if paths else "text", g.record_tools[i],
                                     self._call_text(i), paths[0] if paths else None,
-                                    pointed, self.open_world(i), None, self._steering(i))
+                                    pointed, self.open_world(i))
+                    self._number_records[n] = i
             self._numbers = out
         return self._numbers
 
@@ -509,10 +514,10 @@ class _Sources:
             contradicted = (self._contradiction(i, key, kind) if pointed and not open_world
                             and isinstance(key, tuple) else None)
             found = Source("field", self.g.record_tools[i], self._call_text(i), paths[0],
-                           pointed, open_world, contradicted, self._steering(i))
+                           pointed, open_world, contradicted)
             if found.endorsed:
                 return found
-            fallback = fallback or found
+            fallback = fallback or replace(found, steering=self._steering(i))
         if fallback is not None:
             return fallback
         i = records[-1]
