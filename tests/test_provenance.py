@@ -194,7 +194,7 @@ def test_a_request_that_hands_the_decision_to_a_text_gets_one_plan_confirmation(
     question = verdict.question or ""
     assert question.startswith("Your request hands this to the text of "
                                "read_note(path='/home/alice/bill.txt').")
-    assert "transfer_money(iban='DE89370400440532013000', amount='120')" in question
+    assert "transfer_money(iban='DE89370400440532013000', amount=120)" in question
 
 
 def test_open_world_output_specifies_nothing() -> None:

@@ -78,6 +78,7 @@ Deterministic: a lookup per value token, a parse of a result on first need.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -810,9 +811,18 @@ def _quoted(value: str | float) -> str:
 
 def _call_text(call: CallRecord, limit: int = 100) -> str:
     """``name(arg='value', ...)``, cut to ``limit`` characters."""
-    args = ", ".join(f"{k}={_shown(v, 40)!r}" for k, v in (call.args or {}).items())
+    args = ", ".join(f"{k}={_arg_text(v, 40)}" for k, v in (call.args or {}).items())
     text = f"{call.name}({args})"
     return text if len(text) <= limit else text[:limit - 4] + "...)"
+
+
+def _arg_text(value: Any, limit: int) -> str:
+    """An argument as a call would be written: a string quoted, a number or flag as is."""
+    if isinstance(value, str):
+        return repr(_shown(value, limit))
+    if value is None or isinstance(value, bool | int | float):
+        return str(value)
+    return _shown(json.dumps(value, ensure_ascii=False, default=str), limit)
 
 
 def _verdict(call: ProposedCall, findings: list[tuple[str, str | float, Source]], *,
@@ -857,6 +867,6 @@ def _verdict(call: ProposedCall, findings: list[tuple[str, str | float, Source]]
 
 def _proposed_text(call: ProposedCall, limit: int = 240) -> str:
     """The proposed call as ``name(arg='value', ...)``, cut to ``limit`` characters."""
-    args = ", ".join(f"{k}={_shown(v, 60)!r}" for k, v in (call.args or {}).items())
+    args = ", ".join(f"{k}={_arg_text(v, 60)}" for k, v in (call.args or {}).items())
     text = f"{call.name}({args})"
     return text if len(text) <= limit else text[:limit - 4] + "...)"
