@@ -17,12 +17,15 @@ policy decide from the labels.
   passed this rule, or the user approved the call when asked), or toolguard's question
   named it and the user's reply says yes (without a checkpointer a question ends the
   turn, and the answer is the user's next message);
-- a *tool result*: which call returned it, and where in that result.  A JSON or YAML
+- a *tool result*: which call returned it, and where in that result.  A JSON, YAML or CSV
   result is a record of fields (:class:`~toolguard.grounding.RecordFields`): a scalar of up
   to :data:`~toolguard.grounding.MAX_FIELD_TOKENS` tokens is a field value (an id, an
-  account, a name, an amount); a longer string -- a body, a subject with a sentence in it,
-  a page, a prose result -- is free text, one opaque value, and a value found inside it is
-  *inside a text*, never a field;
+  account, a name, an amount), a result of one short line is one value, and RFC 5322's
+  ``Name <address>`` gives its address; a longer string -- a body, a subject with a
+  sentence in it, a page, a prose result -- is free text, one opaque value, and a value
+  found inside it is *inside a text*, never a field;
+- one *arithmetic step* over two stated numbers, for a number no text states (the user's
+  "10 %" of a payment in the history): its source is that of its weaker operand;
 - *nowhere*: no text states it (the content detector's case).
 
 **Decisive arguments** (:func:`decisive_values`), decided from the schema, the value's
