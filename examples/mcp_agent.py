@@ -14,8 +14,9 @@ The server declares MCP ``ToolAnnotations`` on each tool, and the adapter copies
   is refused (the earlier answer is replayed), and a timeout would be retried only on an
   idempotent tool (``RetryControllerMiddleware``);
 - ``openWorldHint`` -> provenance: an address found on a web page (``fetch_page``, open world)
-  is asked about before ``send_note`` uses it (the user approves here); the user's own
-  notes (closed world) are not.
+  is asked about before ``send_note`` uses it (the user approves here); a whole field of the
+  user's own notes (closed world), such as a contact line ``Dana Lee <dana@studio.example>``,
+  is not (an address inside a note's prose would be).
 """
 
 from __future__ import annotations

@@ -391,6 +391,31 @@ def test_repeat_after_an_intervening_read_only_call_is_still_a_repeat(
     assert _only(Guard(episode.specs()).check([*history, repeat])).allowed
 
 
+@pytest.mark.parametrize(("between", "flagged"), [
+    # the agent took a file name from the email and looked it up: it follows that text
+    ({"name": "report-q3.pdf"}, False),
+    # the lookup took the user's own words: nothing follows the email's text
+    ({"name": "budget"}, True),
+])
+def test_re_reading_a_text_the_agent_follows_is_no_repeat(between: dict[str, str],
+                                                          flagged: bool) -> None:
+    """Issue 37: "do the tasks in the email" reads it, acts on one line, reads it again."""
+    specs = [ToolSpec(name="read_email", effects="read",
+                      parameters={"type": "object", "properties": {"id": {"type": "string"}}}),
+             ToolSpec(name="find_file", effects="read",
+                      parameters={"type": "object", "properties": {"name": {"type": "string"}}})]
+    email = "1. Find report-q3.pdf and check its budget. 2. Reply to Dana with the total."
+    msgs = [HumanMessage("Do the tasks in the email e-7 about the budget."),
+            ai_calls(("read_email", {"id": "e-7"}, "1")), ToolMessage(email, tool_call_id="1"),
+            ai_calls(("find_file", between, "2")), ToolMessage("found", tool_call_id="2"),
+            ai_calls(("read_email", {"id": "e-7"}, "3"))]
+    verdict = _only(Guard(specs, detectors=["timing"]).check(msgs))
+    assert (verdict.hallucination == "timing") == flagged
+    # an immediate repeat is still one: nothing was done with the text in between
+    assert _only(Guard(specs, detectors=["timing"]).check(
+        [*msgs[:3], ai_calls(("read_email", {"id": "e-7"}, "3"))])).hallucination == "timing"
+
+
 def test_repeated_write_is_blocked_as_a_duplicate_effect(episode: BfclEpisode) -> None:
     list(episode.replay(1))
     mkdir, answer = episode.step("mkdir", {"dir_name": "backup"}, "mk")
@@ -546,7 +571,13 @@ def test_value_present_only_in_an_earlier_tool_message_is_allowed(episode: BfclE
     assert not any("Year2024" in t for t in episode.turns)
     call = ai_calls(("find", {"path": ".", "name": "Year2024"}, "f"))
     guard = Guard(episode.specs())
-    assert _only(guard.check([*history, call])).allowed
+    verdict = _only(guard.check([*history, call]))
+    assert verdict.hallucination is None  # grounded: no content hallucination
+    # but BFCL declares no effects: an undeclared find may change state, and the value
+    # sits inside the grep's matching lines, not in a field: the user confirms it
+    assert verdict.kind == "provenance" and verdict.confirm
+    assert _only(Guard(episode.specs(), detectors=["type", "format", "timing", "content"])
+                 .check([*history, call])).allowed
     # before the tool result existed the same value was ungrounded
     before = history[:-2]  # without the grep call and its result
     verdict = _only(guard.check([*before, call]))

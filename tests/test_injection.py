@@ -269,6 +269,21 @@ def test_the_numbers_move_with_the_guard() -> None:
         injection.run_injection({"detectors": ()}, guard=False, cases=[], flows=[])
 
 
+def test_one_step_of_injected_calls_is_one_confirmation_the_user_rejects() -> None:
+    """email-7 proposes two injected calls in one step: one question covers both (issue 37),
+    the simulated user rejects it, and neither runs."""
+    (case,) = [c for c in CASES if c.id == "email-7"]
+    report = injection.run_injection(cases=[case], flows=[])
+    (run,) = report["runs"]
+    assert run["interrupts"] == 1
+    injected = [c for c in run["calls"] if c["role"] == "injected"]
+    assert len(injected) == 2 and all(c["decision"] == "asked" and not c["executed"]
+                                      for c in injected)
+    assert injected[0]["reason"] == injected[1]["reason"]  # the same, single question
+    assert report["invariants"] == {"unanswered": 0, "refused_executed": 0,
+                                    "replay_mismatches": 0}
+
+
 def test_cases_and_tool_metadata_can_be_chosen() -> None:
     (case,) = [c for c in CASES if c.id == "email-1"]
     report = injection.run_injection(cases=[case], flows=[],

@@ -171,7 +171,7 @@ def _stub(name: str, metadata: dict[str, Any] | None) -> BaseTool:
 @pytest.mark.parametrize(("open_world", "action"), [
     (None, "ask_user"),  # undeclared, the call took a URL: a page, open-world output
     (True, "ask_user"),  # open world: a page endorses nothing, whatever words it shares
-    (False, "allow"),    # declared closed: the user pointed to it and asked for the send
+    (False, "ask_user"),  # declared closed, but the address is inside the page's text
 ])
 def test_open_world_output_endorses_no_recipient(open_world: bool | None, action: str) -> None:
     reader = _stub("fetch_page", {"readOnlyHint": True, "openWorldHint": open_world})
@@ -431,8 +431,9 @@ def test_mcp_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "policy  : fetch_page: effects=read idempotent=True open_world=True" in out
     assert "read    : milk, eggs" in out
     assert "refused : delete_note (timing)" in out
-    assert ("asked   : send_note would use 'media@acme.example' for to, which comes from the "
-            "output of fetch_page") in out
+    assert ("asked   : send_note(name='draft', to='media@acme.example') would use values that "
+            "come from tool output, not from you: to 'media@acme.example' (inside the text of "
+            "the output of fetch_page(url='https://acme.example/contact'))") in out
     # the repeated delete never reached the server; the send ran once the user approved it
     assert ("executed: ['read_note(groceries)', 'delete_note(groceries)', "
             "'fetch_page(https://acme.example/contact)', "

@@ -11,7 +11,8 @@ costs the size of the value, not of the history:
 - **numbers**, **dates** and **clock times** (:mod:`toolguard.values`), and the numbers of
   tool results, so an arithmetic step over them is checked on demand;
 - **records** of tool results for provenance checks: one record per result, the whole
-  text (JSON, YAML or prose alike), never a line or an object on its own;
+  text (JSON, YAML or prose alike), never a line or an object on its own, read on first need
+  as a record of fields (:class:`RecordFields`);
 - a **prefix index** of tokens (first two letters) for typo and abbreviation candidates.
 
 Every entry carries a bit mask of :data:`SOURCE_BITS` (user, system, tool result, outside
@@ -59,6 +60,7 @@ from toolguard.values.tokens import tokens_of
 __all__ = [
     "FACETS",
     "GROUNDING_MASK",
+    "MAX_FIELD_TOKENS",
     "NOWHERE",
     "RELATIVE_DATE",
     "SOURCE_BITS",
@@ -66,7 +68,11 @@ __all__ = [
     "GroundingIndex",
     "GroundingView",
     "Match",
+    "RecordFields",
     "dates_in",
+    "field_key",
+    "path_pattern",
+    "record_fields_of",
     "times_in",
     "tokens_of",
 ]
@@ -171,7 +177,8 @@ class GroundingIndex:
     result_records: dict[int, list[int]] = field(default_factory=dict)
     record_texts: list[str] = field(default_factory=list)
     record_positions: list[int] = field(default_factory=list)
-    _record_fields: dict[int, frozenset[tuple[str, ...]]] = field(default_factory=dict)
+    _record_fields: dict[int, RecordFields] = field(default_factory=dict)
+    _record_numbers: dict[int, frozenset[float]] = field(default_factory=dict)
     _marks: dict[Callable[[str], bool], tuple[int, set[int]]] = field(default_factory=dict)
     token_records: dict[str, list[int]] = field(default_factory=dict)
     texts_added: int = 0
@@ -324,18 +331,25 @@ class GroundingIndex:
         for t in toks:
             self.token_records.setdefault(t, []).append(i)
 
-    def record_fields(self, i: int) -> frozenset[tuple[str, ...]]:
-        """The short scalar fields of record ``i`` when its text is JSON or YAML (tokens).
+    def record_fields(self, i: int) -> RecordFields:
+        """The fields of record ``i`` (:class:`RecordFields`), parsed once per record.
 
         A value that is a whole field of a structured result (an id, an account, a sender)
         is data the tool returned; one inside a longer text (a subject, a body, a page) is
-        whatever its author wrote.  Fields of up to :data:`MAX_FIELD_TOKENS` tokens count;
-        prose results have none.  Parsed once per record.
+        whatever its author wrote.
         """
         done = self._record_fields.get(i)
         if done is None:
-            done = frozenset(_fields(_parsed(self.record_texts[i])))
+            done = record_fields_of(self.record_texts[i])
             self._record_fields[i] = done
+        return done
+
+    def record_numbers(self, i: int) -> frozenset[float]:
+        """The numbers record ``i``'s text states anywhere (:func:`numbers_in`, keyed)."""
+        done = self._record_numbers.get(i)
+        if done is None:
+            done = frozenset(number_key(x) for x in numbers_in(self.record_texts[i]))
+            self._record_numbers[i] = done
         return done
 
     def records_with(self, toks: Iterable[str]) -> list[int]:
@@ -537,8 +551,129 @@ class GroundingIndex:
 
 
 MAX_FIELD_TOKENS = 8
-"""Tokens of the longest scalar that counts as a field of a structured tool result."""
+"""Tokens of the longest string that counts as a field value of a structured tool result;
+a longer string is free text, one opaque value."""
 _YAML_LINE = re.compile(r"^(?:- |[\w][\w .-]{0,40}: )", re.M)
+_MAILBOX = re.compile(r"^[^<>@]*<([^<>\s]+@[^<>\s]+)>$")
+"""RFC 5322's ``display-name <addr-spec>``: the address is a value of its field."""
+_INDEX_PART = re.compile(r"\[\d+\]")
+
+FieldKey = tuple[str, ...] | float
+"""How a field value is compared: its folded tokens, or a number (:func:`number_key`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFields:
+    """One tool result read as a record of fields.
+
+    A JSON or YAML result is a tree; each scalar leaf is a field at its JSON path
+    (``[2].sender``, ``transactions[0].amount``); a CSV-like table (a header of names, then
+    rows of as many cells) is a list of rows.  A string leaf of up to
+    :data:`MAX_FIELD_TOKENS` tokens is a *value* (an id, an account, a name); a longer one
+    is free text, one opaque value (``texts``): nothing inside it is a field.  A result
+    that is one short line (a bare IBAN) is one value at path ``""``; prose has no fields.
+
+    Attributes:
+        values: Field value (:data:`FieldKey`) -> the paths that hold it whole.
+        texts: ``(path, text)`` of every string that is not one short line: the free-text
+            fields and the sentences (``""``: a prose result).
+        raw: Field value -> its text as the result wrote it (first one seen).
+        by_pattern: A path with its list indices dropped (``[].sender``) -> the values
+            found there; only paths that end in a named key.
+    """
+
+    values: dict[FieldKey, tuple[str, ...]]
+    texts: tuple[tuple[str, str], ...]
+    raw: dict[FieldKey, str]
+    by_pattern: dict[str, frozenset[FieldKey]]
+
+    def paths(self, key: FieldKey) -> tuple[str, ...]:
+        """The paths where ``key`` is a whole field (``()``: nowhere)."""
+        return self.values.get(key, ())
+
+    def inside(self, toks: tuple[str, ...]) -> str | None:
+        """The path of the first text that states ``toks`` as adjacent words, else ``None``."""
+        n = len(toks)
+        for path, text in self.texts:
+            words = tokens_of(text)
+            if any(tuple(words[k:k + n]) == toks for k in range(len(words) - n + 1)):
+                return path
+        return None
+
+
+def path_pattern(path: str) -> str:
+    """``path`` with its list indices dropped: ``[2].sender`` -> ``[].sender``."""
+    return _INDEX_PART.sub("[]", path)
+
+
+def field_key(value: Any) -> FieldKey | None:
+    """How a scalar compares as a field value, or ``None`` for free text and non-values.
+
+    Numbers (and strings that are one number) compare as numbers; other strings by their
+    folded tokens when they have 1 to :data:`MAX_FIELD_TOKENS` of them.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return number_key(float(value))
+    text = str(value).strip()
+    try:
+        return number_key(float(text.replace(",", ""))) if _NUMERIC.match(text) else (
+            _token_key(text))
+    except ValueError:
+        return _token_key(text)
+
+
+_NUMERIC = re.compile(r"^[-+]?\d[\d,]*(?:\.\d+)?$")
+
+
+def _token_key(text: str) -> tuple[str, ...] | None:
+    toks = tuple(tokens_of(text))
+    return toks if 0 < len(toks) <= MAX_FIELD_TOKENS else None
+
+
+def record_fields_of(text: str) -> RecordFields:
+    """A tool result's text read as a :class:`RecordFields`."""
+    values: dict[FieldKey, list[str]] = {}
+    raw: dict[FieldKey, str] = {}
+    texts: list[tuple[str, str]] = []
+    patterns: dict[str, set[FieldKey]] = {}
+
+    def add(key: FieldKey, path: str, shown: str) -> None:
+        paths = values.setdefault(key, [])
+        if len(paths) < 16:
+            paths.append(path)
+        raw.setdefault(key, shown)
+        pattern = path_pattern(path)
+        if pattern and not pattern.endswith("]"):
+            patterns.setdefault(pattern, set()).add(key)
+
+    data = _parsed(text)
+    if data is None:
+        data = _table(text)
+    if data is None:  # prose: one value when it is one short line, else one text
+        stripped = text.strip()
+        leaves: Iterable[tuple[str, object]] = (
+            [("", stripped)] if stripped and "\n" not in stripped else [])
+        if stripped and "\n" in stripped:
+            texts.append(("", text))
+    else:
+        leaves = _leaves(data, "")
+    for path, leaf in leaves:
+        key = field_key(leaf)
+        shown = str(leaf)
+        if isinstance(leaf, str) and (key is None or " " in leaf.strip()):
+            texts.append((path, leaf))
+        if key is None:
+            continue
+        add(key, path, shown)
+        mailbox = _MAILBOX.match(shown.strip()) if isinstance(leaf, str) else None
+        if mailbox is not None:
+            address = _token_key(mailbox.group(1))
+            if address is not None:
+                add(address, path, mailbox.group(1))
+    return RecordFields(values={k: tuple(v) for k, v in values.items()}, texts=tuple(texts),
+                        raw=raw, by_pattern={p: frozenset(k) for p, k in patterns.items()})
 
 
 def _parsed(text: str) -> object:
@@ -552,26 +687,50 @@ def _parsed(text: str) -> object:
     if not _YAML_LINE.match(stripped):
         return None
     yaml: Any = importlib.import_module("yaml")  # PyYAML, a dependency of langchain-core
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, when built with it
     try:
-        data = yaml.safe_load(stripped)
+        data = yaml.load(stripped, Loader=loader)  # a safe loader
     except (yaml.YAMLError, ValueError, RecursionError):
         return None
     return data if isinstance(data, (dict, list)) else None
 
 
-def _fields(data: object, depth: int = 0) -> Iterable[tuple[str, ...]]:
+_HEADER_CELL = re.compile(r"^[A-Za-z][\w .-]{0,30}$")
+
+
+def _table(text: str) -> list[dict[str, str]] | None:
+    """A CSV-like result (a header row, then rows of as many cells) as rows of fields.
+
+    The header has at least two cells, each a short name; a row with another number of
+    cells (a comment, a sentence with a comma) is not a row and stays out.  ``None`` when
+    no row matches: the result is prose.
+    """
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if len(lines) < 2:
+        return None
+    sep = next((c for c in (",", "\t", ";") if c in lines[0]), None)
+    if sep is None:
+        return None
+    header = [c.strip() for c in lines[0].split(sep)]
+    if len(header) < 2 or not all(_HEADER_CELL.match(c) for c in header):
+        return None
+    rows = [dict(zip(header, (c.strip() for c in ln.split(sep)), strict=True))
+            for ln in lines[1:501] if ln.count(sep) == len(header) - 1]
+    return rows or None
+
+
+def _leaves(data: object, path: str, depth: int = 0) -> Iterable[tuple[str, object]]:
+    """``(JSON path, scalar)`` of a parsed result (lists: the first 500 items)."""
     if depth > 20:
         return
     if isinstance(data, dict):
-        for v in data.values():
-            yield from _fields(v, depth + 1)
+        for k, v in data.items():
+            yield from _leaves(v, f"{path}.{k}" if path else str(k), depth + 1)
     elif isinstance(data, list):
-        for v in data[:500]:
-            yield from _fields(v, depth + 1)
+        for n, v in enumerate(data[:500]):
+            yield from _leaves(v, f"{path}[{n}]", depth + 1)
     elif data is not None and not isinstance(data, bool):
-        toks = tokens_of(str(data))
-        if 0 < len(toks) <= MAX_FIELD_TOKENS:
-            yield tuple(toks)
+        yield path, data
 
 
 _FACET_INDEXERS: dict[str, Callable[[GroundingIndex, int, SourcedText, int, bool], None]] = {

@@ -24,6 +24,11 @@ Resume with ``Command(resume=value)`` where ``value`` is one of (:data:`AskUserR
   runs as proposed: the user vouches for its values), ``reject`` (it does not run; the
   optional ``message`` tells the model why).
 
+The guard asks the confirmations of one step (calls that are complete, whose values the
+user is asked to approve: :attr:`toolguard.types.Verdict.confirm`) as one question: its
+action request is named :data:`CONFIRM_CALLS` when it covers several calls, and one
+decision (``approve``, ``reject`` or ``respond``) answers them all.
+
 Questions without a tool call (the pre-check, the KG resolver) accept ``respond`` only;
 other decisions there count as an answer with their ``message`` (or an empty one).  A
 value of another shape is refused by LangGraph before it is saved (the interrupt's
@@ -51,6 +56,7 @@ from toolguard.conversation import MARK_KEY, marked_tool_message
 
 __all__ = [
     "ASK_USER_TYPE",
+    "CONFIRM_CALLS",
     "Answer",
     "AskQuestion",
     "AskSource",
@@ -83,7 +89,11 @@ class AskQuestion(TypedDict):
         question: The text to show the user.
         missing: What is missing: parameter names, or the model's / resolver's words.
         source: Who asks (:data:`AskSource`).
-        args: The proposed call's arguments (guard questions only).
+        args: The proposed call's arguments (guard questions only); for a confirmation of
+            several calls, ``{"calls": [{"id", "name", "args"}, ...]}``.
+        tool_call_ids: For one confirmation of several calls of a step: their ids
+            (``tool_call_id`` is the first).  One decision answers them all: ``approve``,
+            ``reject`` or ``respond`` (``edit`` changes one call: it is not offered).
     """
 
     tool_call_id: str | None
@@ -92,6 +102,7 @@ class AskQuestion(TypedDict):
     missing: list[str]
     source: AskSource
     args: NotRequired[dict[str, Any]]
+    tool_call_ids: NotRequired[list[str]]
 
 
 class AskUserRequest(TypedDict):
@@ -107,7 +118,10 @@ AskUserResume = Union[str, HITLResponse, dict[str, str]]  # noqa: UP007 (a runti
 """Resume values :func:`ask_user` accepts (checked by LangGraph before they are saved)."""
 
 _CALL_DECISIONS: list[DecisionType] = ["respond", "edit", "approve", "reject"]
+_GROUP_DECISIONS: list[DecisionType] = ["respond", "approve", "reject"]
 _TEXT_DECISIONS: list[DecisionType] = ["respond"]
+CONFIRM_CALLS = "toolguard.confirm_calls"
+"""The ``name`` of the action request of one confirmation that covers several calls."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +145,13 @@ def ask_request(questions: Sequence[AskQuestion]) -> AskUserRequest:
     actions: list[ActionRequest] = []
     configs: list[ReviewConfig] = []
     for q in questions:
-        name = q["tool_name"] or f"toolguard.{q['source']}"
+        grouped = len(q.get("tool_call_ids") or ()) > 1
+        name = CONFIRM_CALLS if grouped else q["tool_name"] or f"toolguard.{q['source']}"
         actions.append(ActionRequest(name=name, args=dict(q.get("args") or {}),
                                      description=q["question"]))
-        configs.append(ReviewConfig(
-            action_name=name,
-            allowed_decisions=list(_CALL_DECISIONS if q["tool_call_id"] else _TEXT_DECISIONS)))
+        allowed = (_GROUP_DECISIONS if grouped else _CALL_DECISIONS if q["tool_call_id"]
+                   else _TEXT_DECISIONS)
+        configs.append(ReviewConfig(action_name=name, allowed_decisions=list(allowed)))
     return AskUserRequest(type="toolguard.ask_user", action_requests=actions,
                           review_configs=configs, questions=list(questions))
 
@@ -182,6 +197,10 @@ def _decision_answer(decision: Mapping[str, Any], q: AskQuestion) -> Answer:
     kind = decision.get("type")
     message = str(decision.get("message") or "")
     on_call = q["tool_call_id"] is not None
+    if kind == "edit" and on_call and len(q.get("tool_call_ids") or ()) > 1:
+        logger.warning("toolguard: an edit decision on a confirmation of several calls; "
+                       "read as an answer")
+        return Answer("respond", message)
     if kind == "edit" and on_call:
         action = decision.get("edited_action")
         args = action.get("args") if isinstance(action, Mapping) else None

@@ -87,10 +87,11 @@ class ToolSpec:
             earlier answer is replayed); ``False``: it may have; ``None``: not declared
             (treated as ``False`` unless ``effects`` is ``"read"``).
         open_world: ``True``: the tool reaches entities outside the user's own domain (the
-            web, other people): the provenance detector never lets its output endorse a
-            value of a write; ``False``: a closed domain (the user's own notes or memory):
-            a flow the user named may take values from its output; ``None``: not declared
-            (open-world when its call took a URL).
+            web, other people): the provenance detector never lets its output, fields
+            included, fill a decisive argument, and a read's query is decisive;
+            ``False``: a closed domain (the user's own notes or memory): a whole field of
+            its output may fill one when the user asked for that output; ``None``: not
+            declared (open-world when its call took a URL).
         accepts_tool_values: ``True``: every parameter is meant to take values from tool
             output (the provenance detector never asks about them); a tuple: those
             parameters (a ``reply_to`` that is always the sender being answered);

@@ -11,7 +11,8 @@ never reach a tool:
 - ``ask_user`` (TalkToUser): with an interrupt, the user's answers (``respond``, ``edit``,
   ``approve``, ``reject``; see :mod:`toolguard.protocol`) decide each asked call; without
   one, the turn ends with the question as an ``AIMessage`` and every call of the step is
-  answered "not executed".
+  answered "not executed".  The step's confirmations (:attr:`~toolguard.types.Verdict.confirm`:
+  complete calls the user is asked to approve) are one question, answered once.
 - ``change_tools`` (ChangeTools): the turn ends with a message telling the user no
   available tool fits; every call of the step is answered "not executed".
 
@@ -105,14 +106,39 @@ def verdict_message(v: Verdict, content: str | None = None) -> ToolMessage:
                                mark=v.model_dump(mode="json"))
 
 
-def _question(v: Verdict, args: dict[str, Any] | None) -> AskQuestion:
-    q = AskQuestion(tool_call_id=v.tool_call_id, tool_name=v.tool_name,
-                    question=v.question or v.reason,
-                    missing=[e.parameter for e in v.evidence if e.parameter],
-                    source="guard")
-    if args is not None:
-        q["args"] = dict(args)
-    return q
+def _question(group: Sequence[Verdict], args_by_id: dict[str, dict[str, Any]]
+              ) -> AskQuestion:
+    v = group[0]
+    missing = [e.parameter for u in group for e in u.evidence if e.parameter]
+    if len(group) == 1:
+        q = AskQuestion(tool_call_id=v.tool_call_id, tool_name=v.tool_name,
+                        question=v.question or v.reason, missing=missing, source="guard")
+        args = args_by_id.get(v.tool_call_id or "")
+        if args is not None:
+            q["args"] = dict(args)
+        return q
+    lines = [f"{n}. {u.question or u.reason}" for n, u in enumerate(group, 1)]
+    return AskQuestion(
+        tool_call_id=v.tool_call_id, tool_name=v.tool_name,
+        question=f"Please confirm these {len(group)} planned calls together:\n"
+                 + "\n".join(lines),
+        missing=missing, source="guard",
+        args={"calls": [{"id": u.tool_call_id, "name": u.tool_name,
+                         "args": dict(args_by_id.get(u.tool_call_id or "", {}))}
+                        for u in group]},
+        tool_call_ids=[str(u.tool_call_id) for u in group])
+
+
+def _groups(asks: Sequence[Verdict]) -> list[list[Verdict]]:
+    """One group per question: the step's confirmations together, other asks alone."""
+    confirms = [v for v in asks if v.confirm]
+    out: list[list[Verdict]] = []
+    for v in asks:
+        if not v.confirm:
+            out.append([v])
+        elif v is confirms[0]:
+            out.append(confirms)
+    return out
 
 
 def refused_steps(messages: Sequence[BaseMessage]) -> int:
@@ -186,11 +212,12 @@ def plan_step(
     asks = [v for v in verdicts if v.action == "ask_user"]
     args_by_id = {str(tc.get("id")): dict(tc["args"]) if isinstance(tc.get("args"), dict)
                   else {} for tc in message.tool_calls}
+    groups = _groups(asks)
     if asks and ask == "interrupt" and answers is None:
-        return StepPlan(questions=[_question(v, args_by_id.get(v.tool_call_id or ""))
-                                   for v in asks])
+        return StepPlan(questions=[_question(g, args_by_id) for g in groups])
     plan = StepPlan()
-    by_id = dict(zip((v.tool_call_id for v in asks), answers or (), strict=False))
+    by_id = {v.tool_call_id: answer
+             for g, answer in zip(groups, answers or (), strict=False) for v in g}
     changes = [v for v in verdicts if v.action == "change_tools"]
     plan.end_turn = bool(changes) or (bool(asks) and ask == "end")
     edits: dict[str, dict[str, Any]] = {}

@@ -87,6 +87,10 @@ class Verdict(BaseModel):
         question: For ``ask_user``: the clarification question for the user.
         replay: For ``timing``: the earlier, successful result of the identical call,
             returned instead of executing the tool again.
+        confirm: For ``ask_user``: nothing is missing and the user is asked to approve
+            the call as proposed (a confirmation, not a question for a value); the
+            confirmations of one step are asked together
+            (:func:`toolguard.steps.plan_step`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -100,6 +104,7 @@ class Verdict(BaseModel):
     evidence: tuple[Evidence, ...] = Field(default_factory=tuple)
     question: Annotated[str | None, _clipped(MAX_DETAIL_CHARS)] = None
     replay: str | None = None
+    confirm: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -111,11 +116,12 @@ class Verdict(BaseModel):
     @classmethod
     def on(cls, call: Any, action: Action, *, hallucination: HallucinationType | None = None,
            kind: str | None = None, reason: str = "", evidence: tuple[Evidence, ...] = (),
-           question: str | None = None, replay: str | None = None) -> Verdict:
+           question: str | None = None, replay: str | None = None,
+           confirm: bool = False) -> Verdict:
         """The verdict on ``call`` (any object with ``id`` and ``name``: a proposed call)."""
         return cls(tool_call_id=call.id, tool_name=call.name, action=action,
                    hallucination=hallucination, kind=kind, reason=reason, evidence=evidence,
-                   question=question, replay=replay)
+                   question=question, replay=replay, confirm=confirm)
 
     @property
     def allowed(self) -> bool:

@@ -1035,7 +1035,7 @@ def _drive(agent: _Agent, thread_id: str, request: list[BaseMessage] | str,
     """Run the agent on one request, answering every ``ask_user`` interrupt.
 
     ``decide(call_id)`` says whether the simulated user approves the asked call (else
-    rejects it).
+    rejects it); one confirmation of several calls is approved when every one of them is.
     """
     config = {"configurable": {"thread_id": thread_id}}
     messages = [HumanMessage(request)] if isinstance(request, str) else list(request)
@@ -1049,9 +1049,11 @@ def _drive(agent: _Agent, thread_id: str, request: list[BaseMessage] | str,
         (pending,) = out["__interrupt__"]
         decisions: list[dict[str, Any]] = []
         for q in pending.value.get("questions") or []:
-            cid = str(q.get("tool_call_id"))
-            asked[cid] = str(q.get("question", ""))
-            decisions.append({"type": "approve"} if decide(cid) else
+            ids = [str(i) for i in q.get("tool_call_ids") or [q.get("tool_call_id")]]
+            for cid in ids:
+                asked[cid] = str(q.get("question", ""))
+            # one confirmation of several calls: approved only if the user wants them all
+            decisions.append({"type": "approve"} if all(decide(c) for c in ids) else
                              {"type": "reject", "message": "No, I did not ask for that."})
         out = agent.graph.invoke(Command(resume={"decisions": decisions}), config)
     return _Run(list(out["messages"]), asked, interrupts)

@@ -153,6 +153,7 @@ class IntentDetector(Detector):
                                value=call.name[:200], score=score),),
             question=(f"Your request ({shown_goal!r}) does not ask for {shown}, which "
                       f"{effect}. Should I go ahead?"),
+            confirm=True,
         )
 
 

@@ -11,7 +11,11 @@ compared before the call runs, so toolguard predicts them: the repeat is flagged
 3. no call that may have changed the world came back successfully in between, or in
    parallel with it in the same message (any tool whose
    :attr:`~toolguard.specs.ToolSpec.effects` is not ``"read"``), so the earlier answer
-   is still what the tool would return.
+   is still what the tool would return, and
+4. for a read: no call since took an argument from inside the earlier result.  An agent
+   that follows a text ("do the tasks in this email") reads it, acts on one line, and
+   reads it again for the next; that re-read consults the instructions, it does not ask
+   for an answer the agent is missing.
 
 Policy for state-changing tools (``effects="write"`` or ``"unknown"``): an identical,
 immediately repeated write (``send_message`` twice with the same text, a second
@@ -33,13 +37,17 @@ let such repeats run.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 
 from toolguard.context import CheckContext, ProposedCall, canonical_args
+from toolguard.conversation import CallRecord, Conversation
 from toolguard.detectors.base import Detector, register_detector
 from toolguard.errors import ConfigurationError
+from toolguard.grounding import TRUSTED
 from toolguard.specs import ToolSpec
 from toolguard.types import Evidence, Verdict
+from toolguard.values.tokens import tokens_of
 
 _MAX_REPLAY_CHARS = 4000
 
@@ -80,6 +88,8 @@ class TimingDetector(Detector):
             # succeeded and may have changed the world make a re-read legitimate
             if any(conv.succeeded_since(n, prior.position, besides=prior) for n in changers):
                 return None
+            if spec.effects == "read" and _followed(conv, prior):
+                return None  # the agent follows that text: it consults it again
             return self._verdict(call, spec, key, prior.result)
         return None
 
@@ -113,6 +123,46 @@ class TimingDetector(Detector):
             ),
             replay=replay,
         )
+
+MAX_FOLLOWED_CHARS = 20_000
+"""Characters of an earlier result read to tell whether later calls follow it."""
+
+
+def _followed(conv: Conversation, prior: CallRecord) -> bool:
+    """Whether a call after ``prior`` took an argument from inside its result.
+
+    The agent then follows that text ("do what the email says": read it, act on a line,
+    read it again for the next): re-reading it is not a repeat the model should have
+    avoided.  A value counts when every token of it is in the result and some token of
+    three or more characters is not the user side's (the user did not give it).
+    """
+    words = set(tokens_of((prior.result or "")[:MAX_FOLLOWED_CHARS]))
+    if not words:
+        return False
+    said = conv.grounding
+    for c in conv.calls:
+        if c.position <= prior.position or c is prior or not c.ok or not c.args:
+            continue
+        for leaf in _strings(c.args):
+            toks = tokens_of(leaf)
+            if toks and all(t in words for t in toks) and any(
+                    len(t) >= 3 and not (said.tokens.get(t, 0) | said.trusted_run(t))
+                    & TRUSTED for t in toks):
+                return True
+    return False
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        if value.strip():
+            yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value[:100]:
+            yield from _strings(v)
+
 
 def _may_change_world(ctx: CheckContext, name: str) -> bool:
     spec = ctx.specs.get(name)
