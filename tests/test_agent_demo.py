@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import require_bfcl
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration
 
 from toolguard.testing import ScriptedChatModel
 from toolguard_evals import bfcl
@@ -29,7 +30,7 @@ from toolguard_evals.demo.tasks import (
     select_tasks,
     tasks_by_id,
 )
-from toolguard_evals.runner import EvalRunError, JsonlLLMCache
+from toolguard_evals.runner import EvalRunError, JsonlLLMCache, stable_llm_string
 
 # live_simple_0-0-0: "Can you retrieve the details for the user with the ID 7890, who has
 # black as their special request?"; gold get_user_info(user_id=7890, special="black")
@@ -259,6 +260,26 @@ def test_modes_share_identical_first_requests_through_the_response_cache(
     reloaded = GenericFakeChatModel(messages=iter([]), cache=JsonlLLMCache(path))
     assert reloaded.invoke("hello").content == "first"  # a rerun resumes from the file
     assert reloaded.cache.hits == 1  # type: ignore[union-attr]
+
+
+def test_the_response_cache_outlives_the_server_port(tmp_path: Path) -> None:
+    from langchain_openai import ChatOpenAI
+
+    def settings(port: int, temperature: float = 0.0) -> str:
+        model = ChatOpenAI(model="qwen", base_url=f"http://127.0.0.1:{port}/v1", api_key="x",
+                           temperature=temperature, timeout=port)
+        return model._get_llm_string(tools=[{"type": "function", "function": {"name": "f"}}])
+
+    first, second = settings(40809), settings(51234)
+    assert "40809" in first and first != second  # LangChain's own key names the endpoint
+    assert stable_llm_string(first) == stable_llm_string(second)
+    assert "qwen" in stable_llm_string(first) and "'name': 'f'" in stable_llm_string(first)
+    assert stable_llm_string(settings(1, 0.7)) != stable_llm_string(first)  # sampling counts
+    assert stable_llm_string("not json---x") == "not json---x"
+    cache = JsonlLLMCache(tmp_path / "c.jsonl")
+    cache.update("prompt", first, [ChatGeneration(message=AIMessage("hi"))])
+    again = JsonlLLMCache(tmp_path / "c.jsonl").lookup("prompt", second)
+    assert again is not None and again[0].text == "hi"
 
 
 def test_summarize_counts_asks_by_kind() -> None:

@@ -96,6 +96,7 @@ decode.  ``GGML_NATIVE=OFF`` builds the portable AVX2/FMA/F16C kernels instead.
 """
 
 _LOG_TAIL_LINES: Final = 40
+_DEATH_GRACE_S: Final = 2.0  # a connection error waits this long for a dying server to be reaped
 HEALTH_CHECK_TOKENS: Final = 4
 """Tokens the start-up health check asks the model to generate."""
 HealthCheck = Literal["completion", "models"]
@@ -527,11 +528,16 @@ class LocalModelServer:
             f"last {_LOG_TAIL_LINES} log lines ({self._log_path}):\n{tail or '(empty)'}"
         )
 
-    def ensure_running(self) -> None:
+    def ensure_running(self, *, grace: float = 0.0) -> None:
         """Raise :class:`LocalModelError` if the server process has exited.
 
         The error says how it ended (exit code or signal) and holds the log tail; a server
         that was never started gets "not started".
+
+        Args:
+            grace: Seconds to wait for a process that may be dying to be reaped (a killed
+                multi-threaded process refuses connections before its exit can be
+                collected); ``0`` checks once.
 
         Raises:
             LocalModelError: The server is not running.
@@ -539,6 +545,11 @@ class LocalModelServer:
         if self._process is None:
             raise LocalModelError("LocalModelServer is not started")
         code = self._process.poll()
+        if code is None and grace > 0:
+            try:
+                code = self._process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                code = None
         if code is not None:
             raise self._failure(f"died while serving ({_exit_text(code)})")
 
@@ -649,7 +660,7 @@ class LlamaCppChatOpenAI(ChatOpenAI):
         """Raise :class:`LocalModelError` from ``exc`` when this client's server has exited."""
         if self._server is not None and not isinstance(exc, APITimeoutError):
             try:
-                self._server.ensure_running()
+                self._server.ensure_running(grace=_DEATH_GRACE_S)
             except LocalModelError as dead:
                 raise dead from exc
 

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, TypeVar
 
 from langchain_core.caches import BaseCache
 from langchain_core.messages import message_to_dict, messages_from_dict
@@ -237,7 +237,7 @@ class JsonlLLMCache(BaseCache):
         return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
     def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
-        out = self.store.get(self._key(prompt), {"llm": llm_string})
+        out = self.store.get(self._key(prompt), {"llm": stable_llm_string(llm_string)})
         if out is None:
             self.misses += 1
             return None
@@ -245,12 +245,41 @@ class JsonlLLMCache(BaseCache):
         return [_generation_from(g) for g in out["generations"]]
 
     def update(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
-        self.store.put(self._key(prompt), {"llm": llm_string},
+        self.store.put(self._key(prompt), {"llm": stable_llm_string(llm_string)},
                        {"generations": [_generation_record(g) for g in return_val]})
 
     def clear(self, **kwargs: Any) -> None:
         """Forget the entries in memory (the file is kept)."""
         self.store = GenerationCache(None)
+
+
+_TRANSPORT_KWARGS: Final = frozenset({
+    "openai_api_base", "base_url", "openai_api_key", "api_key", "openai_proxy",
+    "request_timeout", "timeout", "max_retries", "default_headers", "default_query",
+    "http_client", "http_async_client",
+})
+"""Chat-model settings that say how a request travels, not what the model answers."""
+
+
+def stable_llm_string(llm_string: str) -> str:
+    """LangChain's ``llm_string`` without the endpoint's address, key, timeout and retries.
+
+    LangChain keys its model cache on the model's serialized settings, which include the
+    server's URL: a local server on a fresh port would miss every entry of an earlier run.
+    The model name, sampling settings, stop words and bound tools are kept.  A string that
+    is not LangChain's ``<json>---<params>`` form is returned unchanged.
+    """
+    head, sep, params = llm_string.partition("---")
+    try:
+        settings = json.loads(head)
+    except ValueError:
+        return llm_string
+    kwargs = settings.get("kwargs") if isinstance(settings, dict) else None
+    if not isinstance(kwargs, dict):
+        return llm_string
+    settings = {**settings, "kwargs": {k: v for k, v in kwargs.items()
+                                       if k not in _TRANSPORT_KWARGS}}
+    return json.dumps(settings, sort_keys=True) + sep + params
 
 
 def _generation_record(generation: Generation) -> dict[str, Any]:
