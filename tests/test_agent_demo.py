@@ -145,7 +145,8 @@ def test_a_gold_call_succeeds_in_every_mode_that_lets_the_model_answer() -> None
     # the pre-check decides before the model is called (its abstains are measured by the
     # demo itself) and the LLM modes ask the agent's model to judge; every other mode must
     # let a gold call run untouched
-    for mode in (m for m in AGENT_MODES if m not in ("precheck", "guard_llm", "guarded_sv")):
+    for mode in (m for m in AGENT_MODES
+                 if m not in ("precheck", "guard_llm", "guarded_precheck", "guarded_sv")):
         m = run(TASK, mode, calls(("get_user_info", GOLD)))
         assert m["success"] == 1, (mode, m["bfcl_error"])
         assert (m["gold_proposed"], m["gold_stopped"], m["executed"]) == (1, 0, 1), mode
@@ -294,3 +295,12 @@ def test_summarize_counts_asks_by_kind() -> None:
     s = summarize(rows)
     assert s["asks"] == {"warranted": 1, "no_tool": 0, "unwarranted": 1}
     assert s["after_refusal"]["within_4"]["k"] == 3 and s["ended_by"] == {"toolguard": 3}
+
+
+def test_the_stack_after_the_pre_check_never_runs_a_made_up_value() -> None:
+    ask = f"{REMOVED_VALUE}:{TASK}"  # the user id is not in the request
+    invented = calls(("get_user_info", {"user_id": 1234, "special": "black"}))
+    m = run(ask, "guarded_precheck", invented)
+    # the pre-check asks before the model is called, or the guard asks about the value
+    assert m["success"] == 1 and m["executed"] == 0 and m["ended_by"] == "toolguard"
+    assert m["model_calls"] <= 1 and m["hallucinated_executed"]["content"] == 0

@@ -161,8 +161,7 @@ def test_no_overlap_between_training_records_and_evaluated_sets(
     records, _ = synthesize(samples, sft_examples=300, dpo_prompts=30,
                                  evaluated=evaluated)
     assert not any(normalize(r.query) in evaluated for r in records)
-    assert {r.source for r in records} <= {"simple_python", "multiple", "live_simple",
-                                          "live_multiple"}
+    assert {r.source for r in records} <= {"simple_python", "multiple"}
     # a record whose request is an evaluated query is refused
     case = cases[0]
     leaked = SynthRecord(id="leak", kind="original", source="toolbench", query=case.query,

@@ -65,13 +65,14 @@ def demo(
     modes: Annotated[
         str, typer.Option(help="Comma-separated modes, the first the baseline: unguarded, "
                                "guarded (the README's stack), guard, loop_guard, retry, "
-                               "precheck, guard_llm, guarded_sv (LLM judges: the agent's "
+                               "precheck, guarded_precheck (the stack after the "
+                               "pre-check), guard_llm, guarded_sv (LLM judges: the agent's "
                                "own model); or 'all'.")
     ] = "unguarded,guarded",
     tasks: Annotated[
         str | None,
         typer.Option(help="Tasks per category, e.g. 'simple_python=20,irrelevance=10' "
-                          "(default: the built-in mix of 60), or 'ids:ID,ID,...'."),
+                          "(default: the built-in mix of 54), or 'ids:ID,ID,...'."),
     ] = None,
     seed: Annotated[int, typer.Option(help="Task sampling seed (and the model's seed).")] = 0,
     protocol: Annotated[

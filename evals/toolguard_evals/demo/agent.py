@@ -80,6 +80,10 @@ def _guard_llm(model: BaseChatModel, tools: Sequence[BaseTool]) -> Any:
         GuardMiddleware(relevance="llm", judge_model=model)])
 
 
+def _guarded_precheck(model: BaseChatModel, tools: Sequence[BaseTool]) -> Any:
+    return create_guarded_agent(model, tools, precheck="deterministic")
+
+
 def _guarded_sv(model: BaseChatModel, tools: Sequence[BaseTool]) -> Any:
     return create_guarded_agent(model, tools, precheck="structured_verification")
 
@@ -92,6 +96,7 @@ AGENT_MODES: Final[Mapping[str, GraphFactory]] = {
     "retry": _retry_alone,
     "precheck": _precheck_alone,
     "guard_llm": _guard_llm,
+    "guarded_precheck": _guarded_precheck,
     "guarded_sv": _guarded_sv,
 }
 """Mode -> ``(model, tools) -> graph``.
@@ -103,6 +108,7 @@ AGENT_MODES: Final[Mapping[str, GraphFactory]] = {
   ``LoopGuardMiddleware()``, ``RetryControllerMiddleware()``, ``PrecheckMiddleware()`` alone.
 - ``guard_llm``: ``GuardMiddleware(relevance="llm", judge_model=<the agent's model>)``
   (RelyToolBench's judge prompts decide tool relevance and confirm content flags).
+- ``guarded_precheck``: the README's stack after ``PrecheckMiddleware()`` (deterministic).
 - ``guarded_sv``: the README's stack with ``PrecheckMiddleware(mode="structured_verification")``
   judged by the agent's own model (the ICT paper's Structured Verification).
 """

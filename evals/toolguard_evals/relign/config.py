@@ -17,13 +17,15 @@ from toolguard_evals.relytoolbench.data import GROUPS, Group
 
 Size = Literal["ci", "cpu", "paper"]
 SIZES: tuple[Size, ...] = get_args(Size)
-TrainSource = Literal["simple_python", "multiple", "live_simple", "live_multiple"]
+TrainSource = Literal["simple_python", "multiple"]
 TRAIN_SOURCES: tuple[TrainSource, ...] = get_args(TrainSource)
-"""BFCL v4 categories Relign may train on: single-call categories that no Relign eval scores.
+"""BFCL v4 categories Relign may train on: single-call categories that no eval scores.
 
 ``parallel`` is left out (several gold calls per record, not a single step);
-``irrelevance`` / ``live_irrelevance`` are evaluated (:data:`EVAL_BFCL`) and the multi-turn
-categories are what ``toolguard demo`` runs on."""
+``irrelevance`` / ``live_irrelevance`` are evaluated (:data:`EVAL_BFCL`); ``live_simple``,
+``live_multiple`` and ``live_parallel`` are the tasks of ``toolguard demo``
+(:mod:`toolguard_evals.demo.tasks`) and the verifier's evaluation split; the multi-turn
+categories are ``toolguard demo --suite multi-turn``'s."""
 EvalBfcl = Literal["irrelevance", "live_irrelevance"]
 EVAL_BFCL: tuple[EvalBfcl, ...] = get_args(EvalBfcl)
 """BFCL v4 categories the Relign eval scores (share of turns without a call)."""
