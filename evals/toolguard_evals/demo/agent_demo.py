@@ -26,18 +26,11 @@ from toolguard_evals.demo.agent import (
     run_task,
 )
 from toolguard_evals.demo.agent_score import pairwise, score_task_run, summarize
+from toolguard_evals.demo.run import model_name
 from toolguard_evals.demo.tasks import DEFAULT_TASK_MIX, AgentTask, select_tasks
 from toolguard_evals.runner import check_failures, map_cases
 
 __all__ = ["check_agent_demo", "print_agent_report", "run_agent_demo"]
-
-
-def _model_name(model: BaseChatModel) -> str:
-    for attr in ("model_name", "model", "model_id"):
-        value = getattr(model, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__
 
 
 def run_agent_demo(
@@ -120,7 +113,7 @@ def run_agent_demo(
     result["runs"] = [r for m in modes for r in per_mode[m]]
     result["failed"] = failed
     result["config"] = {
-        "model": _model_name(model), "tasks": [t.id for t in chosen],
+        "model": model_name(model), "tasks": [t.id for t in chosen],
         "categories": {c: sum(1 for t in chosen if t.category == c)
                        for c in dict.fromkeys(t.category for t in chosen)},
         "seed": seed, "modes": list(modes), "baseline": base, "protocol": protocol,

@@ -45,7 +45,8 @@ def default_modes() -> dict[str, GraphFactory]:
     return {"unguarded": create_plain_agent, "guarded": create_guarded_agent}
 
 
-def _model_name(model: BaseChatModel) -> str:
+def model_name(model: BaseChatModel) -> str:
+    """The model's id (``model_name``, ``model`` or ``model_id``), else its class name."""
     for attr in ("model_name", "model", "model_id"):
         value = getattr(model, attr, None)
         if isinstance(value, str) and value:
@@ -154,7 +155,7 @@ def run_demo(
         if fault is not None:
             metrics["fault"] = {"kind": fault.kind, "failures": fault.failures}
         trace = list(trace_lines(run, outcomes)) if trace_path is not None else []
-        return {"metrics": metrics, "trace": trace, "model": _model_name(model)}
+        return {"metrics": metrics, "trace": trace, "model": model_name(model)}
 
     ran = map_cases(cases, one, case_id=lambda c: c.id, concurrency=concurrency,
                     description="demo: episodes x modes", progress=progress,
