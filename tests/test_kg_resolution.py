@@ -223,6 +223,47 @@ def test_tool_use_metrics_golden_vs_extracted(tmp_path: Path) -> None:
         "em": 0.0, "tool_acc": 100.0, "value_acc": 0.0}
 
 
+def test_tool_use_rows_and_response_cache(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """main(tool_use=True) scores the model alone, with the golden and with the extracted
+    sub-KG; a rerun is answered from the JSONL cache without one request."""
+    import contextlib
+
+    from toolguard_evals import familytool, runner
+
+    _write_extended(tmp_path)
+    records, _ = load(tmp_path, "e")
+
+    def answer(messages: list[object]) -> AIMessage:
+        text = str(getattr(messages[-1], "content", ""))
+        rec = next(r for r in records if r.query in text)
+        call = rec.gold_calls[0]
+        rest = text.split(rec.query, 1)[1]
+        ok = all(str(v) in rest for v in call["parameters"].values())
+        args = call["parameters"] if ok else {k: "unknown" for k in call["parameters"]}
+        return AIMessage("", tool_calls=[{"name": call["name"], "args": args, "id": "c1"}])
+
+    served: list[ScriptedChatModel] = []
+
+    @contextlib.contextmanager
+    def endpoint(_: object):  # type: ignore[no-untyped-def]
+        yield served[-1]
+
+    monkeypatch.setattr(runner, "open_endpoint", endpoint)
+    cache = tmp_path / "cache.jsonl"
+    served.append(ScriptedChatModel(script=[answer] * 12))
+    first = familytool.main(tmp_path, "e", tool_use=True, cache=cache)
+    assert first["tool_use_no_kg"] == {"em": 0.0, "tool_acc": 100.0, "value_acc": 0.0}
+    assert first["tool_use_golden"] == {"em": 100.0, "tool_acc": 100.0, "value_acc": 100.0}
+    assert first["tool_use"]["em"] == 100.0  # the resolver's sub-KG carries every value
+    assert first["cache"] == {"hits": 0, "misses": 12}
+    served.append(ScriptedChatModel(script=[]))  # any request would raise IndexError
+    again = familytool.main(tmp_path, "e", tool_use=True, cache=cache)
+    assert again["cache"] == {"hits": 12, "misses": 0}
+    assert {k: again[k] for k in ("tool_use_no_kg", "tool_use_golden", "tool_use")} == {
+        k: first[k] for k in ("tool_use_no_kg", "tool_use_golden", "tool_use")}
+
+
 # -------------------------------------------------------------------------------- store
 def test_store_per_user_isolation_and_runtime_changes() -> None:
     store = KGStore(InMemoryStore())

@@ -473,6 +473,9 @@ def eval_familytool(
     top_k: Annotated[
         int, typer.Option(help="Deterministic generator: programs for the top-k relations.")
     ] = 1,
+    cache: Annotated[
+        Path | None, typer.Option(help="JSONL response cache (a rerun resumes from it).")
+    ] = None,
 ) -> None:
     """KG-extraction metrics on FamilyTool; with a model, tool-use metrics too."""
     from toolguard_evals.familytool import main
@@ -486,7 +489,8 @@ def eval_familytool(
     with _model_run("eval familytool"):
         main(data_dir, subset, str(json_path) if json_path else None,
              extraction=extraction, generator=generator,  # type: ignore[arg-type]
-             base_url=base_url, model_name=model, tool_use=tool_use, limit=limit, top_k=top_k)
+             base_url=base_url, model_name=model, tool_use=tool_use, limit=limit, top_k=top_k,
+             cache=cache)
 
 
 @bench_app.command("kg")

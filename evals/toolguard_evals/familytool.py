@@ -307,7 +307,8 @@ def run(data_dir: str | Path, subset: Subset = "b", *, extraction: ExtractionMod
 def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | None = None,
          extraction: ExtractionMode = "exact", generator: Generator = "deterministic",
          *, base_url: str | None = None, model_name: str | None = None,
-         tool_use: bool = False, limit: int | None = None, top_k: int = 1) -> dict[str, Any]:
+         tool_use: bool = False, limit: int | None = None, top_k: int = 1,
+         cache: str | Path | None = None) -> dict[str, Any]:
     """Run, print the table(s), write the JSON report; returns the report.
 
     A model is opened (``base_url``, else the embedded llama.cpp server) when
@@ -315,7 +316,11 @@ def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | Non
     write a program for each of its top-k relations (higher coverage, lower EM, like
     FamilyTool's relation retrieval).  Tool use is scored with the golden and with the
     extracted sub-KGs: ``report["tool_use"]`` is the pipeline's result (extracted
-    sub-KG), ``report["tool_use_golden"]`` the same model with the golden sub-KG.
+    sub-KG), ``report["tool_use_golden"]`` the same model with the golden sub-KG and
+    ``report["tool_use_no_kg"]`` the model alone (the request without any sub-KG: the
+    unresolved baseline).  ``cache`` is a JSONL response cache
+    (:class:`~toolguard_evals.runner.JsonlLLMCache`): a rerun resumes from it and sends no
+    request it already answered.
     """
     from rich.console import Console
     from rich.table import Table
@@ -323,17 +328,21 @@ def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | Non
     report: dict[str, Any] = {"subset": subset, "generator": generator,
                               "extraction": extraction, "top_k": top_k}
     if generator == "llm" or tool_use:
-        from toolguard_evals.runner import Endpoint, open_endpoint
+        from toolguard_evals.runner import Endpoint, JsonlLLMCache, open_endpoint
 
+        llm_cache = JsonlLLMCache(cache)
         with open_endpoint(Endpoint(base_url=base_url, model=model_name,
-                                    max_tokens=256, timeout=300)) as model:
-            errors: dict[str, list[str]] = {"generation": [], "tool_use_golden": [],
-                                            "tool_use": []}
+                                    max_tokens=256, timeout=300)) as endpoint_model:
+            model = endpoint_model.model_copy(update={"cache": llm_cache})
+            errors: dict[str, list[str]] = {"generation": [], "tool_use_no_kg": [],
+                                            "tool_use_golden": [], "tool_use": []}
             metrics, records, extractions = run(data_dir, subset, extraction=extraction,
                                                 generator=generator, model=model,
                                                 limit=limit, top_k=top_k,
                                                 errors=errors["generation"])
             if tool_use:
+                report["tool_use_no_kg"] = tool_use_metrics(
+                    model, records, [r.query for r in records], errors["tool_use_no_kg"])
                 report["tool_use_golden"] = tool_use_metrics(
                     model, records, [r.user for r in records], errors["tool_use_golden"])
                 report["tool_use"] = tool_use_metrics(
@@ -342,6 +351,7 @@ def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | Non
             report["endpoint_errors"] = {k: len(v) for k, v in errors.items()}
             report["endpoint_error_examples"] = sorted({e for v in errors.values()
                                                         for e in v})[:5]
+            report["cache"] = {"hits": llm_cache.hits, "misses": llm_cache.misses}
     else:
         metrics, records, extractions = run(data_dir, subset, extraction=extraction,
                                             generator=generator, limit=limit, top_k=top_k)
@@ -362,7 +372,8 @@ def main(data_dir: str | Path, subset: Subset = "b", json_path: str | Path | Non
         tu = Table(title=f"FamilyTool-{subset} tool use")
         for col in ("sub-KG", "EM", "Tool Acc", "Value Acc"):
             tu.add_column(col, justify="right")
-        for label, key in (("golden", "tool_use_golden"), ("extracted", "tool_use")):
+        for label, key in (("none (model alone)", "tool_use_no_kg"),
+                           ("golden", "tool_use_golden"), ("extracted", "tool_use")):
             m = report[key]
             tu.add_row(label, *(f"{m[k]:.1f}" for k in ("em", "tool_acc", "value_acc")))
         console.print(tu)
