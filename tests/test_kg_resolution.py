@@ -201,6 +201,12 @@ def test_tool_schema_accepts_familytool_shapes() -> None:
     fn = tool_schema(doc)["function"]
     assert fn["parameters"]["properties"] == {"a": {"description": "A"}, "b": {}}
     assert tool_schema({"name": "u"})["function"]["parameters"]["properties"] == {}
+    typed = tool_schema({"name": "t", "parameters": {"properties": {
+        "amount": {"type": "float"}, "n": {"type": "int"}, "m": {"type": "Dict"},
+        "s": {"type": "string", "default": "x"}, "odd": {"type": "money", "description": "D"}}}})
+    assert typed["function"]["parameters"]["properties"] == {
+        "amount": {"type": "number"}, "n": {"type": "integer"}, "m": {"type": "object"},
+        "s": {"type": "string"}, "odd": {"description": "D"}}
 
 
 def test_tool_use_metrics_golden_vs_extracted(tmp_path: Path) -> None:

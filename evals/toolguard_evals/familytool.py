@@ -153,11 +153,33 @@ def with_sub_kg(record: Record, sub_kg: str) -> str:
 
 
 # ----------------------------------------------------------------------------- tool use
+_JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
+_TYPE_NAMES = {"str": "string", "float": "number", "int": "integer", "bool": "boolean",
+               "list": "array", "dict": "object"}
+"""Python type names some FamilyTool docs use (``float``, ``int``, ``Dict``), as JSON Schema."""
+
+
+def _json_type(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with its ``type`` written as JSON Schema; an unknown type name is dropped.
+
+    llama.cpp's grammar (and any JSON Schema validator) rejects ``"type": "float"``: the
+    request fails with HTTP 400 before the model sees it.
+    """
+    kind = spec.get("type")
+    if isinstance(kind, str) and kind not in _JSON_TYPES:
+        mapped = _TYPE_NAMES.get(kind.lower())
+        spec = {k: v for k, v in spec.items() if k != "type"}
+        if mapped:
+            spec["type"] = mapped
+    return spec
+
+
 def tool_schema(doc: dict[str, Any]) -> dict[str, Any]:
     """A FamilyTool tool doc as an OpenAI function.
 
-    Untyped properties stay untyped; list-form properties and required names missing
-    from ``properties`` are kept.
+    Untyped properties stay untyped; Python type names (``float``, ``int``, ``Dict``) become
+    JSON Schema's (``number``, ``integer``, ``object``) and other unknown names are dropped;
+    list-form properties and required names missing from ``properties`` are kept.
     """
     params = doc.get("parameters") or {}
     props_in = params.get("properties") or {}
@@ -170,7 +192,7 @@ def tool_schema(doc: dict[str, Any]) -> dict[str, Any]:
         for k, v in props_in.items():
             spec = dict(v) if isinstance(v, dict) else {}
             spec.pop("default", None)
-            props[str(k)] = spec
+            props[str(k)] = _json_type(spec)
     required = [r for r in params.get("required") or [] if isinstance(r, str)]
     for r in required:
         props.setdefault(r, {})
