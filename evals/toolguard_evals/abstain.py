@@ -337,7 +337,7 @@ def stub_tools(case: Case, executed: list[dict[str, Any]]) -> list[Any]:
         fn = _openai_tool(spec)["function"]
         out.append(StructuredTool.from_function(
             func=recorder(fn["name"]), name=fn["name"],
-            description=fn["description"] or fn["name"],
+            description=fn["description"] or " ",  # LangChain sends " " as ""
             args_schema=fn["parameters"] or {"type": "object", "properties": {}},
             return_direct=True))
     return out
