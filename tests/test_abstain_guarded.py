@@ -193,3 +193,20 @@ def test_load_cases_parts_pick_groups_and_held_back_domains() -> None:
         load_cases("dialogues", limit=1, parts=["bakery"])
     with pytest.raises(ValueError, match="unknown BFCL abstain"):
         load_cases("bfcl", limit=1, parts=["simple_java"])
+
+
+def test_cli_eval_abstain_takes_parts(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolguard_evals.cli import app
+
+    out = tmp_path / "abstain.json"
+    result = CliRunner().invoke(app, ["eval", "abstain", "--dataset", "dialogues", "--part",
+                                      HELD_BACK, "--limit", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["parts"] == [HELD_BACK] and report["three_way"]["n"] == len(report["cases"])
+    assert {r["id"].split("-")[0] for r in report["cases"]} <= {
+        "mail", "shop", "helpdesk", "stocks", "repo"}
+    bad = CliRunner().invoke(app, ["eval", "abstain", "--mode", "guarded_later"])
+    assert bad.exit_code != 0 and "mode must be one of" in bad.output

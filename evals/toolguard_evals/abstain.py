@@ -321,7 +321,8 @@ def stub_tools(case: Case, executed: list[dict[str, Any]]) -> list[Any]:
     """The case's tools as ``return_direct`` stubs that record each run in ``executed``.
 
     Name, description and JSON Schema are those the implicit mode binds
-    (:func:`_openai_tool`), so both modes send the model the same first request.
+    (:func:`_openai_tool`), so both modes send the model the same first request (but for
+    a description of only spaces, which LangChain sends empty).
     """
     from langchain_core.tools import StructuredTool
 
