@@ -367,7 +367,8 @@ def test_score_keys_and_pairing() -> None:
     ]
     report = score(cases, ["ask_user", "no_suitable_tool", "proceed"])
     assert set(report) == {"mode", "overall", "per_subset", "false_abstain", "three_way",
-                           "by_split"}
+                           "by_split", "hallucinated_calls"}
+    assert report["hallucinated_calls"]["proceeded"] == 1  # the ask case answered proceed
     assert report["three_way"]["per_label"]["no_suitable_tool"] == {
         "precision": 100.0, "recall": 100.0, "f1": 100.0, "n": 1}
     assert report["three_way"]["macro_f1"] == pytest.approx(100 / 3, abs=0.01)

@@ -13,9 +13,14 @@ and ``three_way`` (:mod:`toolguard_evals.verifier.report`).  Datasets (:func:`lo
 - ``dialogues`` (:mod:`toolguard_evals.dialogues`): one case per user turn.
 
 An abstain subset is scored with its feasible counterpart(s), so F1 counts false abstains.
-Modes: those of :class:`toolguard.precheck.Precheck`, and ``implicit`` (the paper's
+Modes: those of :class:`toolguard.precheck.Precheck`; ``implicit`` (the paper's
 implicit evaluation: the agent model with the tools bound; a call is ``proceed``, a text
-answer an abstain).
+answer an abstain); ``guarded`` (the same model as an agent with the README's stack,
+:func:`toolguard_graphs.create_guarded_agent`: ``GuardMiddleware`` turns a call with
+values nobody gave into a question, a call no tool fits into "change tools"; a call that
+reaches a tool is ``proceed``) and ``guarded_precheck`` (that stack after
+``PrecheckMiddleware()``, deterministic).  Every report counts ``hallucinated_calls``:
+cases that expect an abstain but would run a call, a call that matches no gold.
 """
 
 from __future__ import annotations
@@ -44,14 +49,22 @@ from toolguard.precheck.rules import MissingInfoPolicy, RelevanceBackend
 from toolguard.specs import ToolSpec
 from toolguard.verifier import Backend, LearnedVerifier
 from toolguard_evals.relytoolbench import data as rtb_data
-from toolguard_evals.runner import check_failures, map_cases
+from toolguard_evals.runner import JsonlLLMCache, check_failures, map_cases
 from toolguard_evals.verifier.report import by_split, print_by_split, three_way, trained_verifier
 
 Dataset = Literal["relytoolbench", "bfcl", "dialogues"]
 EvalMode = Literal["deterministic", "structured_verification", "cot", "zero_shot", "implicit",
-                   "learned"]
+                   "learned", "guarded", "guarded_precheck"]
 EVAL_MODES: tuple[EvalMode, ...] = ("deterministic", "structured_verification", "cot",
-                                    "zero_shot", "implicit", "learned")
+                                    "zero_shot", "implicit", "learned", "guarded",
+                                    "guarded_precheck")
+AGENT_MODES: tuple[EvalMode, ...] = ("implicit", "guarded", "guarded_precheck")
+"""Modes where the agent model answers the case (the others decide before any model call)."""
+MODEL_FREE_MODES: tuple[EvalMode, ...] = ("deterministic", "learned")
+GUARDED_MAX_STEPS = 3
+"""Model calls per guarded case at most (a refused call goes back to the model)."""
+STUB_RESULT = json.dumps({"status": "ok"})
+"""What a stub tool of the guarded modes returns (the turn ends once a call ran)."""
 MISS_FUNC_PROMPT = "I have updated some more functions you can choose from. What about now?"
 """BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``."""
 IMPLICIT_SYSTEM = ("You are a helpful assistant with access to functions. Call a function "
@@ -217,7 +230,8 @@ def score(cases: Sequence[Case], predictions: Sequence[PrecheckLabel],
                               "per_subset": per,
                               "false_abstain": _false_abstains(cases, predictions),
                               "three_way": three_way(cases, predictions),
-                              "by_split": by_split(cases, predictions)}
+                              "by_split": by_split(cases, predictions),
+                              "hallucinated_calls": hallucinated_calls(cases, predictions)}
     if any(c.expected == "ask_user" for c in cases):
         per["3-way"] = {"accuracy": round(100.0 * sum(exact) / len(exact), 2), "f1": None,
                         "n": len(exact)}
@@ -271,6 +285,139 @@ def implicit_decide(model: BaseChatModel, case: Case) -> tuple[PrecheckLabel, st
     return implicit_label(answer), None
 
 
+@dataclass(slots=True)
+class AgentOutcome:
+    """How a guarded agent ended a case.
+
+    Attributes:
+        label: The three-way reading (:func:`guarded_decide`).
+        source: What decided it: ``executed`` (a call reached a tool), ``toolguard``
+            (toolguard's own message: a pre-check or guard question / "no tool fits"),
+            ``text`` (the model answered in text), ``limit`` (the graph's recursion
+            limit, nothing run) or ``error``.
+        mark: toolguard's mark on its message (``ask_user``, ``change_tools``,
+            ``no_suitable_tool``, ``loop``), if any.
+        executed: The calls that ran, ``{"name", "args"}``.
+        refused: Calls the guard refused along the way.
+        model_calls: Model calls the agent made.
+        error: ``"Type: message"`` when the run raised, else ``None``.
+    """
+
+    label: PrecheckLabel
+    source: str
+    mark: str | None = None
+    executed: list[dict[str, Any]] | None = None
+    refused: int = 0
+    model_calls: int = 0
+    error: str | None = None
+
+
+_MARK_LABELS: dict[str, PrecheckLabel] = {"ask_user": "ask_user",
+                                          "no_suitable_tool": "no_suitable_tool",
+                                          "change_tools": "no_suitable_tool"}
+
+
+def stub_tools(case: Case, executed: list[dict[str, Any]]) -> list[Any]:
+    """The case's tools as ``return_direct`` stubs that record each run in ``executed``.
+
+    Name, description and JSON Schema are those the implicit mode binds
+    (:func:`_openai_tool`), so both modes send the model the same first request (but for
+    a description of only spaces, which LangChain sends empty).
+    """
+    from langchain_core.tools import StructuredTool
+
+    def recorder(name: str) -> Any:
+        def run(**kwargs: Any) -> str:
+            executed.append({"name": name, "args": kwargs})
+            return STUB_RESULT
+
+        return run
+
+    out: list[Any] = []
+    for spec in case.tools:
+        fn = _openai_tool(spec)["function"]
+        out.append(StructuredTool.from_function(
+            func=recorder(fn["name"]), name=fn["name"],
+            description=fn["description"] or " ",  # LangChain sends " " as ""
+            args_schema=fn["parameters"] or {"type": "object", "properties": {}},
+            return_direct=True))
+    return out
+
+
+def guarded_decide(model: BaseChatModel, case: Case, *,
+                   precheck: Literal["deterministic"] | None = None,
+                   max_steps: int = GUARDED_MAX_STEPS) -> AgentOutcome:
+    """Run the case through the README's stack around ``model`` (one user turn).
+
+    :func:`toolguard_graphs.create_guarded_agent` (``RetryControllerMiddleware``,
+    ``LoopGuardMiddleware``, ``GuardMiddleware`` last; ``PrecheckMiddleware(mode=precheck)``
+    first when given) with ``ask_user="end"`` and the guard's refusal budget
+    ``max_refused_steps = max_steps - 1`` (the README's default is 4; a model that answers
+    every refusal with another refused call stops after ``max_steps`` model calls), over
+    :func:`stub_tools`.  The label: a call that ran is ``proceed``; toolguard's message
+    ends the turn with its mark (``ask_user``; ``change_tools`` / ``no_suitable_tool``
+    read as ``no_suitable_tool``; the refusal-budget stop, ``loop``, as its text reads,
+    :func:`implicit_label`); the model's text answer as in :func:`implicit_label`; a run
+    that hit the graph's recursion limit with nothing run is ``no_suitable_tool`` (nothing
+    ran and nothing was asked).  A run that raised is ``proceed`` with ``error`` set (no
+    abstention was shown).
+    """
+    from langgraph.errors import GraphRecursionError
+
+    from toolguard_graphs import create_guarded_agent
+
+    executed: list[dict[str, Any]] = []
+    msgs = list(case.messages)
+    system = None if any(isinstance(m, SystemMessage) for m in msgs) else IMPLICIT_SYSTEM
+    try:
+        graph = create_guarded_agent(
+            model, stub_tools(case, executed), system_prompt=system, ask_user="end",
+            precheck=precheck, max_refused_steps=max_steps - 1)
+        out = graph.invoke({"messages": msgs}, {"recursion_limit": 16 * max_steps + 16})
+    except GraphRecursionError:
+        return AgentOutcome("proceed" if executed else "no_suitable_tool", "limit",
+                            executed=executed)
+    except Exception as exc:  # an endpoint error is no abstention; reported as a failure
+        return AgentOutcome("proceed", "error", executed=executed,
+                            error=f"{type(exc).__name__}: {exc}"[:2000])
+    new = list(out.get("messages") or [])[len(msgs):]
+    model_calls = sum(isinstance(m, AIMessage) and MARK_KEY not in (m.response_metadata or {})
+                      for m in new)
+    refused = sum(isinstance(m, ToolMessage) and m.status == "error" for m in new)
+    if executed:
+        return AgentOutcome("proceed", "executed", executed=executed, refused=refused,
+                            model_calls=model_calls)
+    last = next((m for m in reversed(new) if isinstance(m, AIMessage)), None)
+    mark = (last.response_metadata or {}).get(MARK_KEY) if last is not None else None
+    if last is not None and isinstance(mark, str):
+        label = _MARK_LABELS.get(mark) or implicit_label(AIMessage(message_text(last)))
+        return AgentOutcome(label, "toolguard", mark=mark, executed=executed,
+                            refused=refused, model_calls=model_calls)
+    if last is None:
+        return AgentOutcome("no_suitable_tool", "limit", executed=executed, refused=refused,
+                            model_calls=model_calls)
+    return AgentOutcome(implicit_label(AIMessage(message_text(last))), "text",
+                        executed=executed, refused=refused, model_calls=model_calls)
+
+
+def hallucinated_calls(cases: Sequence[Case],
+                       predictions: Sequence[PrecheckLabel]) -> dict[str, Any]:
+    """Cases that expect an abstain but would run a call (``proceed``): no gold call exists.
+
+    Returns:
+        ``{"n": abstain cases, "proceeded": k, "rate": % or None, "by_label": {label:
+        {"n", "proceeded", "rate"}}}``.
+    """
+    def block(label: str | None) -> dict[str, Any]:
+        xs = [p == "proceed" for c, p in zip(cases, predictions, strict=True)
+              if c.expected != "proceed" and (label is None or c.expected == label)]
+        return {"n": len(xs), "proceeded": sum(xs),
+                "rate": round(100.0 * sum(xs) / len(xs), 2) if xs else None}
+
+    return {**block(None), "by_label": {lab: block(lab)
+                                        for lab in ("ask_user", "no_suitable_tool")}}
+
+
 def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         model: BaseChatModel | None = None, relevance: RelevanceBackend = "lexical",
         missing_info: MissingInfoPolicy = "vague", progress: bool = False,
@@ -283,12 +430,18 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
     this thread (a scripted or local model answers in order).  Adds ``latency_ms_p50`` (per
     case: building the pre-check and deciding), ``endpoint_errors`` (``case id -> error``
     for the cases whose model call raised; they are scored with the fallback /
-    ``proceed``) and, for LLM modes, ``llm`` = ``{"calls", "retries", "fallbacks"}``.
+    ``proceed``), ``cases`` (per case: ``id``, ``subset``, ``turn``, ``expected``,
+    ``predicted``, ``latency_ms``, and with a model ``cache_hits`` / ``cache_misses`` of
+    a :class:`~toolguard_evals.runner.JsonlLLMCache` on it, whose cached cases' latency is
+    not the model's), ``latency_ms_p50_uncached`` (cases with no cache hit), for LLM modes
+    ``llm`` = ``{"calls", "retries", "fallbacks"}`` and for the guarded modes ``agent`` =
+    ``{"sources": {source: n}, "marks": {mark: n}, "model_calls", "refused_calls",
+    "executed_calls"}`` (:class:`AgentOutcome`).
 
     Args:
         cases: The cases; their ids must be unique.
-        mode: A pre-check mode or ``implicit``.
-        model: The chat model of the LLM and implicit modes.
+        mode: A pre-check mode, ``implicit``, ``guarded`` or ``guarded_precheck``.
+        model: The chat model of the LLM, implicit and guarded modes.
         relevance: Deterministic tool-relevance backend.
         missing_info: Deterministic ``ask_user`` policy.
         progress: Show the runner's progress bar on stderr.
@@ -305,7 +458,7 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
     """
     if mode not in EVAL_MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {list(EVAL_MODES)}")
-    if mode not in ("deterministic", "learned") and model is None:
+    if mode not in MODEL_FREE_MODES and model is None:
         raise ValueError(f"mode {mode!r} needs a chat model")
     learned: dict[str, Any] = {}
     options: dict[str, Any] = {}
@@ -316,11 +469,27 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         options = {**learned, "verifier": LearnedVerifier(folder, backend=backend)}
         learned["backend"] = backend
 
+    llm_cache = getattr(model, "cache", None)
+    llm_cache = llm_cache if isinstance(llm_cache, JsonlLLMCache) else None
+
     def decide(case: Case) -> dict[str, Any]:
+        before = (llm_cache.hits, llm_cache.misses) if llm_cache is not None else (0, 0)
+        out = _decide(case)
+        if llm_cache is not None:
+            out["cache_hits"] = llm_cache.hits - before[0]
+            out["cache_misses"] = llm_cache.misses - before[1]
+        return out
+
+    def _decide(case: Case) -> dict[str, Any]:
         if mode == "implicit":
             assert model is not None
             label, error = implicit_decide(model, case)
             return {"label": label, "error": error, "decision": None}
+        if mode == "guarded" or mode == "guarded_precheck":
+            assert model is not None
+            o = guarded_decide(model, case,
+                               precheck="deterministic" if mode == "guarded_precheck" else None)
+            return {"label": o.label, "error": o.error, "decision": None, "agent": o}
         d = Precheck(case.tools, mode=mode, model=None if mode == "learned" else model,
                      relevance=relevance, missing_info=missing_info,
                      **options).decide(case.messages)
@@ -334,6 +503,27 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
                                  if o["error"] is not None}
     times = sorted(1000 * ran.case_seconds[c.id] for c in cases)
     report["latency_ms_p50"] = round(times[len(times) // 2], 3) if times else None
+    report["cases"] = [_case_row(c, o, 1000 * ran.case_seconds[c.id])
+                       for c, o in zip(cases, outputs, strict=True)]
+    if llm_cache is not None:
+        fresh = sorted(r["latency_ms"] for r in report["cases"] if not r["cache_hits"])
+        report["latency_ms_p50_uncached"] = (round(fresh[len(fresh) // 2], 3) if fresh
+                                             else None)
+        report["llm_cache"] = {"hits": sum(r["cache_hits"] for r in report["cases"]),
+                               "misses": sum(r["cache_misses"] for r in report["cases"]),
+                               "path": str(llm_cache.store.path)}
+    if mode in ("guarded", "guarded_precheck"):
+        agents: list[AgentOutcome] = [o["agent"] for o in outputs]
+        sources: dict[str, int] = {}
+        marks: dict[str, int] = {}
+        for a in agents:
+            sources[a.source] = sources.get(a.source, 0) + 1
+            if a.mark:
+                marks[a.mark] = marks.get(a.mark, 0) + 1
+        report["agent"] = {"sources": sources, "marks": marks,
+                           "model_calls": sum(a.model_calls for a in agents),
+                           "refused_calls": sum(a.refused for a in agents),
+                           "executed_calls": sum(len(a.executed or ()) for a in agents)}
     if learned:
         report["learned"] = {k: str(v) if k == "verifier" else v for k, v in learned.items()}
     if mode in LLM_MODES:
@@ -342,6 +532,22 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
                          "retries": sum(d.attempts > 1 for d in decisions),
                          "fallbacks": sum(d.fallback for d in decisions)}
     return report
+
+
+def _case_row(case: Case, out: dict[str, Any], latency_ms: float) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": case.id, "subset": case.subset, "turn": case.turn,
+                           "expected": case.expected, "predicted": out["label"],
+                           "latency_ms": round(latency_ms, 3)}
+    for key in ("cache_hits", "cache_misses"):
+        if key in out:
+            row[key] = out[key]
+    agent: AgentOutcome | None = out.get("agent")
+    if agent is not None:
+        row.update(source=agent.source, mark=agent.mark, model_calls=agent.model_calls,
+                   refused=agent.refused, executed=agent.executed)
+    if out.get("error"):
+        row["error"] = out["error"]
+    return row
 
 
 def print_table(report: dict[str, Any]) -> None:
@@ -372,23 +578,81 @@ def print_table(report: dict[str, Any]) -> None:
     if "llm" in report:
         Console().print(f"model calls {report['llm']['calls']}, retries "
                         f"{report['llm']['retries']}, fallbacks {report['llm']['fallbacks']}")
+    hc = report.get("hallucinated_calls") or {}
+    if hc.get("n"):
+        Console().print(f"abstain cases answered with a call (hallucinated calls): "
+                        f"{hc['proceeded']}/{hc['n']} ({hc['rate']:.1f} %)")
+    if "agent" in report:
+        ag = report["agent"]
+        Console().print(f"guarded agent: outcomes {ag['sources']}, toolguard marks "
+                        f"{ag['marks']}, model calls {ag['model_calls']}, refused calls "
+                        f"{ag['refused_calls']}, executed calls {ag['executed_calls']}")
+    if "llm_cache" in report:
+        lc = report["llm_cache"]
+        Console().print(f"response cache {lc['path']}: {lc['hits']} hits, "
+                        f"{lc['misses']} misses")
+
+
+HELD_BACK = "held-back"
+"""``parts`` of the dialogues: the domains held back from the learned verifier's training."""
 
 
 def load_cases(dataset: Dataset, *, data_dir: str | Path | None = None,
-               limit: int | None = None) -> list[Case]:
+               limit: int | None = None, parts: Sequence[str] | None = None) -> list[Case]:
     """The cases of ``dataset``.
 
+    Args:
+        dataset: ``relytoolbench``, ``bfcl`` or ``dialogues``.
+        data_dir: RelyToolBench's folder.
+        limit: Records per file / category, episodes per multi-turn category, dialogues
+            per domain.
+        parts: Only these parts (``None``: all): RelyToolBench groups (``G2_category``),
+            BFCL categories (``multi_turn_miss_param``, ``irrelevance`` ...; a multi-turn
+            category brings its feasible turns), dialogue domains (``mail`` ...; or
+            ``held-back``: those the learned verifier never trains on,
+            :data:`toolguard_evals.verifier.data.EVAL_DOMAINS`).
+
     Raises:
-        ValueError: For an unknown dataset.
+        ValueError: For an unknown dataset or part.
     """
+    wanted = list(parts or ())
     if dataset == "relytoolbench":
-        return load_relytoolbench(data_dir, limit=limit)
+        if not wanted:
+            return load_relytoolbench(data_dir, limit=limit)
+        bad = [p for p in wanted if p not in rtb_data.GROUPS]
+        if bad:
+            raise ValueError(f"unknown RelyToolBench group(s) {bad}; expected "
+                             f"{list(rtb_data.GROUPS)}")
+        return [Case(id=c.id, subset=c.subset, tools=list(c.specs),
+                     expected=_RTB_LABELS[c.subset], messages=[HumanMessage(c.query)])
+                for c in rtb_data.load_relytoolbench(data_dir, limit=limit,
+                                                     groups=wanted)]  # type: ignore[arg-type]
     if dataset == "bfcl":
-        return load_bfcl(limit=limit)
+        if not wanted:
+            return load_bfcl(limit=limit)
+        bad = [p for p in wanted if p not in _BFCL_SUBSETS and p not in _BFCL_MULTI_TURN]
+        if bad:
+            raise ValueError(f"unknown BFCL abstain categor(ies) {bad}; expected "
+                             f"{[*_BFCL_SUBSETS, *_BFCL_MULTI_TURN]}")
+        single = [p for p in wanted if p in _BFCL_SUBSETS]
+        cases = ([c for c in load_bfcl(limit=limit, multi_turn=False) if c.subset in single]
+                 if single else [])
+        for cat in (p for p in wanted if p in _BFCL_MULTI_TURN):
+            cases += load_multi_turn_cases(cat, limit=limit)
+        return cases
     if dataset == "dialogues":
         from toolguard_evals.dialogues.cases import load_dialogue_cases
+        from toolguard_evals.verifier.data import EVAL_DOMAINS, TRAIN_DOMAINS
 
-        return load_dialogue_cases(limit=limit)
+        cases = load_dialogue_cases(limit=limit)
+        if not wanted:
+            return cases
+        domains = {d for p in wanted for d in (EVAL_DOMAINS if p == HELD_BACK else (p,))}
+        bad = sorted(domains - {*EVAL_DOMAINS, *TRAIN_DOMAINS})
+        if bad:
+            raise ValueError(f"unknown dialogue domain(s) {bad}; expected "
+                             f"{[*TRAIN_DOMAINS, *EVAL_DOMAINS]} or {HELD_BACK!r}")
+        return [c for c in cases if c.id.split(":")[0].rsplit("-", 1)[0] in domains]
     raise ValueError(f"unknown dataset {dataset!r}; expected 'relytoolbench', 'bfcl' or "
                      "'dialogues'")
 
@@ -399,17 +663,19 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
          data_dir: str | Path | None = None, json_path: str | Path | None = None,
          limit: int | None = None, quiet: bool = False, verifier: str | Path | None = None,
          thresholds: dict[str, float] | None = None,
-         backend: Backend = "torch") -> dict[str, Any]:
-    """Evaluate on ``dataset``; print the table, write JSON if asked.
+         backend: Backend = "torch", parts: Sequence[str] | None = None) -> dict[str, Any]:
+    """Evaluate on ``dataset`` (``parts``: :func:`load_cases`); print the table, write JSON.
 
     Raises:
-        ValueError: For an unknown dataset or mode, or an LLM mode without ``model``.
+        ValueError: For an unknown dataset, part or mode, or an LLM mode without ``model``.
     """
-    cases = load_cases(dataset, data_dir=data_dir, limit=limit)
+    cases = load_cases(dataset, data_dir=data_dir, limit=limit, parts=parts)
     report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info,
                  progress=not quiet, verifier=verifier, thresholds=thresholds,
                  backend=backend)
     report["dataset"] = dataset
+    report["parts"] = list(parts) if parts else None
+    report["limit"] = limit
     report["relevance"] = relevance
     report["missing_info"] = missing_info
     if not quiet:
@@ -418,11 +684,12 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    if mode not in ("deterministic", "learned"):
+    if mode not in MODEL_FREE_MODES:
         check_failures(report["endpoint_errors"], len(cases), what="cases")
     return report
 
 
-__all__ = ["EVAL_MODES", "Case", "EvalMode", "implicit_decide", "implicit_label",
-           "load_bfcl", "load_cases", "load_multi_turn_cases", "load_relytoolbench", "main",
-           "run", "score"]
+__all__ = ["AGENT_MODES", "EVAL_MODES", "HELD_BACK", "MODEL_FREE_MODES", "AgentOutcome",
+           "Case", "EvalMode", "guarded_decide", "hallucinated_calls", "implicit_decide",
+           "implicit_label", "load_bfcl", "load_cases", "load_multi_turn_cases",
+           "load_relytoolbench", "main", "run", "score", "stub_tools"]

@@ -355,8 +355,28 @@ def eval_abstain(
     mode: Annotated[
         str, typer.Option(help="deterministic, structured_verification, cot, zero_shot, "
                                "implicit (the agent model with the tools; a call = proceed), "
-                               "or learned (a trained verifier: --verifier).")
+                               "learned (a trained verifier: --verifier), guarded (the "
+                               "model as an agent with the README's stack: a call that "
+                               "runs = proceed, the guard's question = ask_user) or "
+                               "guarded_precheck (that stack after the deterministic "
+                               "pre-check).")
     ] = "deterministic",
+    part: Annotated[
+        list[str] | None,
+        typer.Option(help="Only this part (repeatable): a RelyToolBench group (G2_category), "
+                          "a BFCL category (multi_turn_miss_param, irrelevance, ...) or a "
+                          "dialogue domain (or held-back: the domains the learned verifier "
+                          "never trains on)."),
+    ] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="JSONL cache of the model's responses: a rerun resumes from it, "
+                          "and modes share the requests they have in common."),
+    ] = None,
+    max_tokens: Annotated[
+        int, typer.Option(help="Tokens per model completion at most (with --base-url; the "
+                               "embedded server always caps at 256).")
+    ] = 256,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     data_dir: Annotated[
         Path | None,
@@ -419,7 +439,7 @@ def eval_abstain(
         raise typer.BadParameter(f"backend must be one of {', '.join(BACKENDS)}")
     kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
                                  "limit": limit, "relevance": relevance,
-                                 "missing_info": missing_info}
+                                 "missing_info": missing_info, "parts": part}
     if mode == "learned":
         given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
         main(dataset, verifier=verifier,  # type: ignore[arg-type]
@@ -438,14 +458,17 @@ def eval_abstain(
         LocalModelServer,
         chat_model_for,
     )
+    from toolguard_evals.runner import JsonlLLMCache
 
+    llm_cache = JsonlLLMCache(cache) if cache is not None else None
     with _model_run("eval abstain"):
         if base_url:
-            chat = chat_model_for(base_url, model, timeout=request_timeout, max_retries=1)
+            chat = chat_model_for(base_url, model, timeout=request_timeout, max_retries=1,
+                                  max_tokens=max_tokens, cache=llm_cache)
             main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
             return
         with LocalModelServer(model or DEFAULT_AGENT_MODEL) as server:
-            chat = server.chat_model(timeout=request_timeout, max_tokens=256)
+            chat = server.chat_model(timeout=request_timeout, max_tokens=256, cache=llm_cache)
             main(dataset, model=chat, **kwargs)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,212 @@
+"""toolguard_evals.abstain: the guarded agent modes, the response cache and the case parts.
+
+Scripted chat models on real RelyToolBench cases; a few seconds.  The check that the
+implicit and the guarded modes send a real ``ChatOpenAI`` the same first request (so the
+guarded mode's first call is the implicit mode's cached answer) records the requests at a
+closed port: nothing is served.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RTB_DIR
+from langchain_core.caches import BaseCache
+from langchain_core.messages import AIMessage
+
+from toolguard.testing import ScriptedChatModel
+from toolguard_evals.abstain import (
+    HELD_BACK,
+    Case,
+    guarded_decide,
+    hallucinated_calls,
+    implicit_decide,
+    load_cases,
+    load_relytoolbench,
+    run,
+)
+from toolguard_evals.runner import JsonlLLMCache, stable_llm_string
+
+FEASIBLE = "G1_instruction:588"  # Messi's career; transfermarkt_search fits
+MISSING = "G1_instruction_missing_all_arguments:2399"  # "the game": its id is not given
+UNMATCHED = "G1_instruction_with_unmatched_tools:588"  # Messi's career, location tools
+
+
+@pytest.fixture(scope="module")
+def rtb() -> dict[str, Case]:
+    if not (RTB_DIR / "G1_instruction.json").is_file():
+        pytest.skip(f"RelyToolBench data missing at {RTB_DIR}")
+    return {c.id: c for c in load_relytoolbench(limit=6)}
+
+
+def call(tool: str, i: int = 0, **args: Any) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": tool, "args": args, "id": f"c{i}"}])
+
+
+# ---------------------------------------------------------------------------- guarded
+def test_guarded_a_grounded_call_runs_and_is_proceed(rtb: dict[str, Case]) -> None:
+    out = guarded_decide(ScriptedChatModel(script=[
+        call("transfermarkt_search_for_theclique", name="Messi")]), rtb[FEASIBLE])
+    assert (out.label, out.source, out.model_calls) == ("proceed", "executed", 1)
+    assert out.executed == [{"name": "transfermarkt_search_for_theclique",
+                             "args": {"name": "Messi"}}]
+
+
+def test_guarded_an_invented_value_becomes_the_guards_question(rtb: dict[str, Case]) -> None:
+    case = rtb[MISSING]  # the model invents the game id nobody gave
+    model = ScriptedChatModel(script=[call("get_a_specific_game_for_free_nba", is_id="12345")])
+    out = guarded_decide(model, case)
+    assert (out.label, out.source, out.mark) == ("ask_user", "toolguard", "ask_user")
+    assert out.executed == []  # the call never reached the tool
+    # unguarded, the same answer is a call that would run: proceed
+    implicit = implicit_decide(ScriptedChatModel(script=[
+        call("get_a_specific_game_for_free_nba", is_id="12345")]), case)
+    assert implicit == ("proceed", None)
+
+
+def test_guarded_refused_calls_stop_within_the_step_budget(rtb: dict[str, Case]) -> None:
+    unknown = [call("get_weather", i, city=f"Paris {i}") for i in range(6)]
+    model = ScriptedChatModel(script=unknown)
+    out = guarded_decide(model, rtb[FEASIBLE], max_steps=3)
+    assert (out.label, out.source, out.mark) == ("no_suitable_tool", "toolguard", "loop")
+    assert out.model_calls == 3 and out.refused == 3 and model.position == 3
+    # a refused call, then the model's own text answer: read as implicit_label does
+    out = guarded_decide(ScriptedChatModel(script=[
+        unknown[0], AIMessage("Which game do you mean?")]), rtb[FEASIBLE])
+    assert (out.label, out.source, out.model_calls) == ("ask_user", "text", 2)
+
+
+def test_guarded_precheck_abstains_before_the_model(rtb: dict[str, Case]) -> None:
+    model = ScriptedChatModel(script=[])  # never called: the pre-check ends the turn
+    out = guarded_decide(model, rtb[UNMATCHED], precheck="deterministic")
+    assert (out.label, out.source, out.mark, out.model_calls) == (
+        "no_suitable_tool", "toolguard", "no_suitable_tool", 0)
+    assert model.position == 0
+    failed = guarded_decide(model, rtb[UNMATCHED])  # without it the model is asked
+    assert failed.source == "error" and failed.label == "proceed"
+    assert failed.error is not None and "IndexError" in failed.error
+
+
+def test_run_guarded_reports_outcomes_and_hallucinated_calls(rtb: dict[str, Case]) -> None:
+    cases = [rtb[FEASIBLE], rtb[MISSING], rtb[UNMATCHED]]
+    script = [call("transfermarkt_search_for_theclique", name="Messi"),
+              call("get_a_specific_game_for_free_nba", 1, is_id="12345"),
+              call(rtb[UNMATCHED].tools[0].name, 2, id_conc="Messi")]
+    # the last call's parameter is no parameter of that tool: refused, the model gives up
+    guarded = run(cases, mode="guarded", model=ScriptedChatModel(script=[
+        *script, AIMessage("None of these tools can look up football careers.")]))
+    implicit = run(cases, mode="implicit", model=ScriptedChatModel(script=list(script)))
+    assert [r["predicted"] for r in implicit["cases"]] == ["proceed"] * 3
+    assert implicit["hallucinated_calls"]["proceeded"] == 2
+    assert implicit["hallucinated_calls"]["rate"] == 100.0
+    rows = {r["id"]: r for r in guarded["cases"]}
+    assert rows[FEASIBLE]["predicted"] == "proceed" and rows[FEASIBLE]["source"] == "executed"
+    assert rows[MISSING]["predicted"] == "ask_user"
+    assert (rows[UNMATCHED]["predicted"], rows[UNMATCHED]["source"]) == (
+        "no_suitable_tool", "text")
+    assert rows[UNMATCHED]["refused"] == 1 and rows[UNMATCHED]["model_calls"] == 2
+    assert guarded["agent"]["sources"]["executed"] >= 1
+    assert guarded["agent"]["executed_calls"] == sum(len(r["executed"]) for r in rows.values())
+    assert guarded["hallucinated_calls"]["n"] == 2
+    assert guarded["hallucinated_calls"]["proceeded"] == 0
+    assert guarded["hallucinated_calls"]["by_label"]["ask_user"] == {
+        "n": 1, "proceeded": 0, "rate": 0.0}
+    assert guarded["three_way"]["per_label"]["ask_user"]["recall"] == 100.0
+    assert guarded["endpoint_errors"] == {}
+
+
+def test_hallucinated_calls_counts_proceed_on_abstain_cases_only(
+    rtb: dict[str, Case],
+) -> None:
+    cases = [rtb[FEASIBLE], rtb[MISSING], rtb[UNMATCHED]]
+    out = hallucinated_calls(cases, ["proceed", "proceed", "no_suitable_tool"])
+    assert (out["n"], out["proceeded"], out["rate"]) == (2, 1, 50.0)
+    assert out["by_label"]["no_suitable_tool"]["proceeded"] == 0
+    assert hallucinated_calls(cases[:1], ["proceed"])["rate"] is None
+
+
+# ---------------------------------------------------------------------------- cache
+def test_a_rerun_answers_from_the_response_cache(rtb: dict[str, Case], tmp_path: Path) -> None:
+    path = tmp_path / "abstain.cache.jsonl"
+    cases = [rtb[FEASIBLE], rtb[MISSING]]
+    first = ScriptedChatModel(script=[call("transfermarkt_search_for_theclique", name="Messi"),
+                                      AIMessage("Which game do you mean?")],
+                              cache=JsonlLLMCache(path))
+    report = run(cases, mode="implicit", model=first)
+    assert report["llm_cache"]["misses"] == 2 and report["llm_cache"]["hits"] == 0
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
+    again = ScriptedChatModel(script=[], cache=JsonlLLMCache(path))  # would raise if asked
+    rerun = run(cases, mode="implicit", model=again)
+    assert rerun["endpoint_errors"] == {}
+    assert [r["predicted"] for r in rerun["cases"]] == ["proceed", "ask_user"]
+    assert [r["cache_hits"] for r in rerun["cases"]] == [1, 1]
+    assert rerun["latency_ms_p50_uncached"] is None  # every case came from the cache
+    # the guarded mode's first request is the implicit mode's: answered from the file
+    guarded = run(cases, mode="guarded", model=ScriptedChatModel(script=[],
+                                                                 cache=JsonlLLMCache(path)))
+    assert guarded["endpoint_errors"] == {}
+    assert [r["predicted"] for r in guarded["cases"]] == ["proceed", "ask_user"]
+
+
+def test_implicit_and_guarded_send_the_same_first_request(rtb: dict[str, Case]) -> None:
+    from langchain_openai import ChatOpenAI
+
+    seen: list[tuple[str, str]] = []
+
+    class Recording(BaseCache):
+        def lookup(self, prompt: str, llm_string: str) -> None:
+            seen.append((prompt, stable_llm_string(llm_string)))
+
+        def update(self, prompt: str, llm_string: str, return_val: Any) -> None:
+            pass
+
+        def clear(self, **kwargs: Any) -> None:
+            pass
+
+    model = ChatOpenAI(base_url="http://127.0.0.1:9/v1", api_key="none", model="m",
+                       max_retries=0, timeout=2, cache=Recording(), max_tokens=64)
+    case = rtb[MISSING]
+    assert implicit_decide(model, case)[1] is not None  # nothing listens there
+    assert guarded_decide(model, case).error is not None
+    assert len(seen) == 2 and seen[0] == seen[1]
+    tools = json.loads(seen[0][1].partition("---")[0])["kwargs"]
+    assert tools["model_name"] == "m"
+
+
+# ---------------------------------------------------------------------------- parts
+def test_load_cases_parts_pick_groups_and_held_back_domains() -> None:
+    if not (RTB_DIR / "G2_category.json").is_file():
+        pytest.skip(f"RelyToolBench data missing at {RTB_DIR}")
+    g2 = load_cases("relytoolbench", limit=2, parts=["G2_category"])
+    assert len(g2) == 6 and all(c.id.startswith("G2_category") for c in g2)
+    assert {c.expected for c in g2} == {"proceed", "ask_user", "no_suitable_tool"}
+    held = load_cases("dialogues", limit=1, parts=[HELD_BACK])
+    domains = {c.id.split(":")[0].rsplit("-", 1)[0] for c in held}
+    assert domains == {"mail", "shop", "helpdesk", "stocks", "repo"}
+    assert load_cases("dialogues", limit=1, parts=["mail"])
+    with pytest.raises(ValueError, match="unknown RelyToolBench group"):
+        load_cases("relytoolbench", limit=1, parts=["G9"])
+    with pytest.raises(ValueError, match="unknown dialogue domain"):
+        load_cases("dialogues", limit=1, parts=["bakery"])
+    with pytest.raises(ValueError, match="unknown BFCL abstain"):
+        load_cases("bfcl", limit=1, parts=["simple_java"])
+
+
+def test_cli_eval_abstain_takes_parts(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolguard_evals.cli import app
+
+    out = tmp_path / "abstain.json"
+    result = CliRunner().invoke(app, ["eval", "abstain", "--dataset", "dialogues", "--part",
+                                      HELD_BACK, "--limit", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["parts"] == [HELD_BACK] and report["three_way"]["n"] == len(report["cases"])
+    assert {r["id"].split("-")[0] for r in report["cases"]} <= {
+        "mail", "shop", "helpdesk", "stocks", "repo"}
+    bad = CliRunner().invoke(app, ["eval", "abstain", "--mode", "guarded_later"])
+    assert bad.exit_code != 0 and "mode must be one of" in bad.output
