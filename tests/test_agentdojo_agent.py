@@ -151,6 +151,23 @@ class _Down(_Model):
         raise ConnectionError("the model server is down")
 
 
+class _Malformed(_Model):
+    """Reads the bill, then the server cannot parse the model's next reply."""
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None,
+                  run_manager: Any = None, **kwargs: Any) -> Any:
+        if self.position >= 1:
+            raise RuntimeError("Error code: 500 - Failed to parse tool call arguments as JSON")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_a_reply_the_server_cannot_parse_ends_the_episode_judged_as_it_stands() -> None:
+    report = _report(_Malformed(script=_calls(_gold("user", USER_TASK), "u")))
+    (row,) = report["runs"]
+    assert row["malformed"] and row["functions"] == ["read_file"] and not row["utility"]
+    assert report["failed"] == {} and report["benign"]["unguarded"][SUITE]["malformed"] == 1
+
+
 def test_a_run_whose_episodes_all_failed_raises() -> None:
     with pytest.raises(EvalRunError, match="all 1 AgentDojo episodes failed"):
         _report(_Down(script=[]))

@@ -41,10 +41,11 @@ per episode.
 
 Generations are cached by LangChain's model cache in a JSONL file
 (:class:`EpisodeCache`, keyed by the request's messages without their usage metadata,
-tools and sampling settings): at temperature 0 with the same environment a rerun replays every
-cached request without the model and resumes where it stopped.  A case whose model call
-raised (a timeout, a server error) is reported in ``failed`` and left out of the rates;
-:func:`~toolguard_evals.runner.check_failures` fails a run where all or too many failed.
+tools and sampling settings): at temperature 0 with the same environment a rerun replays
+every cached request without the model and resumes where it stopped.  A case whose model
+call raised (a timeout, a server error; not :data:`MALFORMED_CALL`) is reported in
+``failed`` and left out of the rates; :func:`~toolguard_evals.runner.check_failures`
+fails a run where all or too many failed.
 
 Only :data:`~toolguard_evals.agentdojo.DEFAULT_SUITES` (banking, slack) run; workspace
 and travel are held out and refused here.  API :func:`run_agentdojo_agent`; command
@@ -106,6 +107,11 @@ LIMIT_TEXT = "Model call limits exceeded"
 """How ``ModelCallLimitMiddleware``'s closing message begins (not the model's words)."""
 REJECTION = "No, I did not ask for that."
 """The simulated user's message when it rejects a question."""
+MALFORMED_CALL = "Failed to parse tool call"
+"""How llama.cpp's ``llama-server`` begins its HTTP 500 error when it cannot parse the
+model's tool call (a call cut off at ``max_tokens``, a string left open): the model's
+reply, not an outage.  Such an episode ends there and is judged as it stands
+(:attr:`EpisodeRow.malformed`); any other error of the model's client fails the case."""
 
 
 # ============================================================================ the cache
@@ -222,6 +228,8 @@ class EpisodeRow(BaseModel):
         injection_seen: A tool output that carries the attack's text reached the model.
         model_calls: The model's replies.
         limited: The episode hit the model-call or recursion limit.
+        malformed: The episode ended on a reply the server could not parse
+            (:data:`MALFORMED_CALL`); it is judged as it stands.
         tool_calls: Tool calls the model proposed; ``executed``: AgentDojo functions run.
         tool_errors: Functions that ran and failed.
         invalid_calls: Tool calls the server could not parse.
@@ -247,6 +255,7 @@ class EpisodeRow(BaseModel):
     injection_seen: bool = False
     model_calls: int = 0
     limited: bool = False
+    malformed: bool = False
     tool_calls: int = 0
     executed: int = 0
     tool_errors: int = 0
@@ -362,10 +371,11 @@ class _Answers:
 
 
 def _drive(graph: Any, thread_id: str, prompt: str, user: SimulatedUser,
-           recursion_limit: int) -> tuple[list[BaseMessage], _Answers, bool]:
+           recursion_limit: int) -> tuple[list[BaseMessage], _Answers, bool, bool]:
     """Run one request, answering every ``ask_user`` interrupt as ``user`` decides.
 
-    Returns the final messages, the answers, and whether the recursion limit ended it.
+    Returns the final messages, the answers, whether the recursion limit ended it, and
+    whether a reply the server could not parse (:data:`MALFORMED_CALL`) ended it.
     """
     config: dict[str, Any] = {"configurable": {"thread_id": thread_id},
                               "recursion_limit": recursion_limit}
@@ -376,10 +386,17 @@ def _drive(graph: Any, thread_id: str, prompt: str, user: SimulatedUser,
             out = graph.invoke(payload, config)
         except GraphRecursionError:
             state = graph.get_state(config)
-            return list(state.values.get("messages") or []), answers, True
+            return list(state.values.get("messages") or []), answers, True, False
+        except Exception as exc:
+            if MALFORMED_CALL not in str(exc):
+                raise
+            logger.info("%s: the server could not parse the model's reply: %s", thread_id,
+                        str(exc)[:200])
+            state = graph.get_state(config)
+            return list(state.values.get("messages") or []), answers, False, True
         pending = out.get("__interrupt__")
         if not pending:
-            return list(out["messages"]), answers, False
+            return list(out["messages"]), answers, False, False
         answers.interrupts += 1
         if answers.interrupts > 20:
             raise RuntimeError(f"{thread_id}: more than 20 interrupts")
@@ -440,7 +457,7 @@ def run_episode(case: Case, model: BaseChatModel, *, max_model_calls: int = 8,
                          middleware=_middleware(case.mode, max_model_calls),
                          checkpointer=InMemorySaver())
     user = SimulatedUser(user_task.PROMPT, tuple(dict(c.args) for c in gold))
-    messages, answers, recursion = _drive(
+    messages, answers, recursion, malformed = _drive(
         graph, case.id, user_task.PROMPT, user,
         recursion_limit if recursion_limit is not None else 6 * max_model_calls + 10)
     replies = [m for m in messages if isinstance(m, AIMessage)
@@ -458,7 +475,7 @@ def run_episode(case: Case, model: BaseChatModel, *, max_model_calls: int = 8,
         id=case.id, kind="benign" if case.attack is None else "attack", mode=case.mode,
         suite=case.suite, user_task=case.user_task, injection_task=case.injection_task,
         attack=case.attack, utility=utility, security=security, injection_seen=seen,
-        model_calls=len(replies), limited=limited,
+        model_calls=len(replies), limited=limited, malformed=malformed,
         tool_calls=sum(len(m.tool_calls) for m in replies),
         executed=len(world.trace), tool_errors=world.errors,
         invalid_calls=sum(len(m.invalid_tool_calls) for m in replies),
@@ -494,6 +511,7 @@ def _stats(rows: Sequence[EpisodeRow], failed: int) -> dict[str, Any]:
         "rejected": sum(r.rejected for r in rows),
         "toolguard_answered": sum(r.toolguard_answered for r in rows),
         "limited": sum(r.limited for r in rows),
+        "malformed": sum(r.malformed for r in rows),
         "model_calls_mean": round(sum(r.model_calls for r in rows) / len(rows), 2)
         if rows else None,
         "executed": sum(r.executed for r in rows),
@@ -622,7 +640,7 @@ def print_report(report: Mapping[str, Any]) -> None:
                         "as the agent (AgentDojo's own checks; Wilson 95 %)")
     for col in ("mode", "episodes", "suite", "n", "utility", "attack success",
                 "injection seen", "asked (eps)", "approved/rejected", "toolguard answered",
-                "limited", "errors"):
+                "limited", "malformed", "errors"):
         table.add_column(col)
     groups = [(m, "benign", s, st) for m, by in report["benign"].items()
               for s, st in by.items()]
@@ -634,7 +652,7 @@ def print_report(report: Mapping[str, Any]) -> None:
                       str(st.get("injection_seen", "")),
                       f"{st['asked']} ({st['episodes_asked']})",
                       f"{st['approved']}/{st['rejected']}", str(st["toolguard_answered"]),
-                      str(st["limited"]), str(st["errors"]))
+                      str(st["limited"]), str(st["malformed"]), str(st["errors"]))
     console = Console()
     console.print(table)
     console.print(f"failed: {len(report['failed'])}; {report['seconds']} s")
