@@ -601,6 +601,10 @@ def run_agentdojo_agent(
     started = time.perf_counter()
     cases = build_cases(suites, modes, attacks, benign_limit=benign_limit, pairs=pairs,
                         seed=seed, user_tasks=user_tasks, injection_tasks=injection_tasks)
+    for suite_name, attack in dict.fromkeys((c.suite, c.attack) for c in cases if c.attack):
+        # built here, not in the threads: concurrent first loads of an attack raced
+        # (KeyError from AgentDojo's attack registry)
+        _attack(suite_name, str(attack))
     result = map_cases(cases, lambda c: {"row": run_episode(
         c, model, max_model_calls=max_model_calls)}, case_id=lambda c: c.id,
         concurrency=concurrency, description="AgentDojo episodes", progress=progress)
