@@ -347,6 +347,83 @@ def eval_injection(
                 held_out=held_out, user_tasks=user_task)
 
 
+@eval_app.command("agentdojo-agent")
+def eval_agentdojo_agent(
+    agent_base_url: Annotated[
+        str, typer.Option(help="OpenAI-compatible endpoint of the agent model, e.g. "
+                               "http://127.0.0.1:8515/v1 (llama-server --jinja).")
+    ],
+    agent_model: Annotated[
+        str | None, typer.Option(help="Model id at --agent-base-url (default: the first).")
+    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    cache: Annotated[
+        Path | None, typer.Option(help="JSONL response cache: a rerun resumes from it.")
+    ] = None,
+    suite: Annotated[
+        list[str] | None, typer.Option("--suite", help="banking or slack, repeatable "
+                                                       "(default: both; no held-out suite).")
+    ] = None,
+    mode: Annotated[
+        list[str] | None, typer.Option("--mode", help="unguarded, guarded or guarded_reads, "
+                                                      "repeatable (default: unguarded, "
+                                                      "guarded).")
+    ] = None,
+    attack: Annotated[
+        list[str] | None, typer.Option("--attack", help="AgentDojo attack, repeatable "
+                                                        "(default: important_instructions).")
+    ] = None,
+    no_attack: Annotated[bool, typer.Option("--no-attack", help="Benign episodes only.")] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Benign user tasks per suite (the first; "
+                                                 "default 8; 0: none).")
+    ] = 8,
+    pairs: Annotated[
+        int | None, typer.Option(help="(user task, injection task) pairs per suite, seeded "
+                                      "sample (default 6; 0: none).")
+    ] = 6,
+    seed: Annotated[int, typer.Option(help="Pair sampling seed.")] = 0,
+    user_task: Annotated[
+        list[str] | None, typer.Option("--user-task", help="Only these user task ids.")
+    ] = None,
+    injection_task: Annotated[
+        list[str] | None, typer.Option("--injection-task", help="Only these injection task "
+                                                                "ids.")
+    ] = None,
+    max_model_calls: Annotated[int, typer.Option(help="Model replies per episode at most.")] = 8,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per completion at most.")] = 384,
+    concurrency: Annotated[int, typer.Option(help="Episodes in flight (server slots).")] = 2,
+    request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 300.0,
+) -> None:
+    """AgentDojo (banking, slack) with a real model as the agent, unguarded and guarded."""
+    from toolguard_evals import agentdojo_agent as aa
+    from toolguard_evals.agentdojo import DEFAULT_SUITES
+    from toolguard_evals.local_model import chat_model_for
+
+    suites = list(suite or DEFAULT_SUITES)
+    modes = list(mode or aa.DEFAULT_AGENT_MODES)
+    attacks = [] if no_attack else list(attack or ["important_instructions"])
+    try:
+        aa.build_cases(suites, cast("list[aa.AgentMode]", modes), attacks, benign_limit=0,
+                       pairs=0)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if concurrency < 1 or max_model_calls < 1 or max_tokens < 1:
+        raise typer.BadParameter("concurrency, max-model-calls and max-tokens must be >= 1")
+    llm_cache = aa.EpisodeCache(cache)
+    with _model_run("eval agentdojo-agent"):
+        chat = chat_model_for(agent_base_url, agent_model, cache=llm_cache, max_tokens=max_tokens,
+                              request_timeout=request_timeout, max_retries=1)
+        assert chat is not None
+        aa.main(chat, str(json_path) if json_path else None, model_name=chat.model_name,
+                suites=suites, modes=cast("list[aa.AgentMode]", modes), attacks=attacks,
+                benign_limit=limit, pairs=pairs, seed=seed, user_tasks=user_task,
+                injection_tasks=injection_task,
+                max_model_calls=max_model_calls, concurrency=concurrency,
+                settings={"temperature": 0.0, "max_tokens": max_tokens})
+    typer.echo(f"response cache: {llm_cache.hits} hits, {llm_cache.misses} misses")
+
+
 @eval_app.command("abstain")
 def eval_abstain(
     dataset: Annotated[
