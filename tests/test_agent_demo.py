@@ -304,3 +304,26 @@ def test_the_stack_after_the_pre_check_never_runs_a_made_up_value() -> None:
     # the pre-check asks before the model is called, or the guard asks about the value
     assert m["success"] == 1 and m["executed"] == 0 and m["ended_by"] == "toolguard"
     assert m["model_calls"] <= 1 and m["hallucinated_executed"]["content"] == 0
+
+
+def test_the_response_cache_key_ignores_a_replies_bookkeeping(tmp_path: Path) -> None:
+    """A reply served from the cache carries ``total_cost: 0`` into the next request; the
+    key must not change for it, and a first request keeps its raw-text key."""
+    import hashlib
+
+    from langchain_core.load import dumps
+
+    first = dumps([HumanMessage("hi")])
+    assert JsonlLLMCache._key(first) == hashlib.sha256(first.encode()).hexdigest()
+    usage = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+    live = dumps([HumanMessage("hi"), AIMessage("hello", usage_metadata=usage,
+                                                response_metadata={"model_name": "m"})])
+    replayed = dumps([HumanMessage("hi"), AIMessage(
+        "hello", usage_metadata={**usage, "total_cost": 0})])
+    other = dumps([HumanMessage("hi"), AIMessage("bye", usage_metadata=usage)])
+    assert JsonlLLMCache._key(live) == JsonlLLMCache._key(replayed)
+    assert JsonlLLMCache._key(live) != JsonlLLMCache._key(other)
+    cache = JsonlLLMCache(tmp_path / "c.jsonl")
+    cache.update(live, "llm", [ChatGeneration(message=AIMessage("next"))])
+    hit = JsonlLLMCache(tmp_path / "c.jsonl").lookup(replayed, "llm")
+    assert hit is not None and hit[0].text == "next"

@@ -88,7 +88,13 @@ from toolguard_evals.agentdojo import (
 )
 from toolguard_evals.demo.agent_score import wilson
 from toolguard_evals.injection import _toolguard_answer
-from toolguard_evals.runner import JsonlLLMCache, check_failures, map_cases, write_json
+from toolguard_evals.runner import (
+    JsonlLLMCache,
+    check_failures,
+    map_cases,
+    strip_bookkeeping,
+    write_json,
+)
 
 __all__ = ["AGENT_MODES", "DEFAULT_AGENT_MODES", "AgentMode", "EpisodeCache", "EpisodeRow",
            "Kind", "SimulatedUser", "build_cases", "print_report", "run_agentdojo_agent",
@@ -115,25 +121,13 @@ reply, not an outage.  Such an episode ends there and is judged as it stands
 
 
 # ============================================================================ the cache
-_BOOKKEEPING = ("usage_metadata", "response_metadata")
-
-
-def _strip(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in _BOOKKEEPING}
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
-
 class EpisodeCache(JsonlLLMCache):
     """:class:`~toolguard_evals.runner.JsonlLLMCache` keyed on what the model reads.
 
-    LangChain marks a reply served from the cache (``usage_metadata`` gets
-    ``total_cost: 0``), and the reply's metadata goes back to the model in the next
-    request's history: keyed on the raw prompt, every request after the first of an
-    episode would miss on a rerun.  The key leaves the messages' ``usage_metadata`` and
-    ``response_metadata`` out, so a rerun replays whole episodes.
+    Every request, the first of an episode too, is keyed by its messages as sorted JSON
+    without their ``usage_metadata`` / ``response_metadata``
+    (:func:`~toolguard_evals.runner.strip_bookkeeping`), the form this command's caches
+    were first written in; the base class keys a first request by its raw text.
     """
 
     @staticmethod
@@ -142,7 +136,7 @@ class EpisodeCache(JsonlLLMCache):
             parsed = json.loads(prompt)
         except ValueError:
             return JsonlLLMCache._key(prompt)
-        return JsonlLLMCache._key(json.dumps(_strip(parsed), sort_keys=True))
+        return JsonlLLMCache._key(json.dumps(strip_bookkeeping(parsed), sort_keys=True))
 
 
 # ============================================================================ the user

@@ -215,6 +215,19 @@ async def release_connections(model: object) -> None:
             await pool.aclose()
 
 
+BOOKKEEPING_KEYS: Final = ("usage_metadata", "response_metadata")
+"""Message fields that say how a reply was produced (token counts, cost), not what it says."""
+
+
+def strip_bookkeeping(value: Any) -> Any:
+    """``value`` (parsed JSON) without :data:`BOOKKEEPING_KEYS` at any depth."""
+    if isinstance(value, dict):
+        return {k: strip_bookkeeping(v) for k, v in value.items() if k not in BOOKKEEPING_KEYS}
+    if isinstance(value, list):
+        return [strip_bookkeeping(v) for v in value]
+    return value
+
+
 class JsonlLLMCache(BaseCache):
     """LangChain's model cache (``ChatOpenAI(cache=...)``) kept in a :class:`GenerationCache`.
 
@@ -234,7 +247,22 @@ class JsonlLLMCache(BaseCache):
 
     @staticmethod
     def _key(prompt: str) -> str:
-        return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+        """The entry's key: the prompt's sha256, without the messages' bookkeeping.
+
+        LangChain marks a reply served from a cache (its ``usage_metadata`` gets
+        ``total_cost: 0``) and that reply goes back to the model in the next request of an
+        agent's loop, so a key on the raw prompt would miss every request after an
+        episode's first on a rerun.  A prompt whose messages carry ``usage_metadata`` or
+        ``response_metadata`` is keyed without them (sorted JSON); any other prompt (a
+        first request, a plain string) by its raw text, as before.
+        """
+        try:
+            parsed = json.loads(prompt)
+        except ValueError:
+            parsed = None
+        stripped = strip_bookkeeping(parsed)
+        text = prompt if stripped == parsed else json.dumps(stripped, sort_keys=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
         out = self.store.get(self._key(prompt), {"llm": stable_llm_string(llm_string)})
