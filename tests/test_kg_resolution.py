@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -209,9 +210,9 @@ def test_tool_schema_accepts_familytool_shapes() -> None:
         "s": {"type": "string"}, "odd": {"description": "D"}}
 
 
-def test_tool_use_metrics_golden_vs_extracted(tmp_path: Path) -> None:
-    _write_extended(tmp_path)
-    records, _ = load(tmp_path, "e")
+def _gold_when_given(records: list[Record]) -> Callable[[list[object]], AIMessage]:
+    """A scripted reply: the record's gold call when the text after the query holds every
+    gold value (the sub-KG gave them), else the gold tool with unknown values."""
 
     def answer(messages: list[object]) -> AIMessage:
         text = str(getattr(messages[-1], "content", ""))
@@ -221,7 +222,13 @@ def test_tool_use_metrics_golden_vs_extracted(tmp_path: Path) -> None:
         args = call["parameters"] if ok else {k: "unknown" for k in call["parameters"]}
         return AIMessage("", tool_calls=[{"name": call["name"], "args": args, "id": "c1"}])
 
-    model = ScriptedChatModel(script=[answer] * 8)
+    return answer
+
+
+def test_tool_use_metrics_golden_vs_extracted(tmp_path: Path) -> None:
+    _write_extended(tmp_path)
+    records, _ = load(tmp_path, "e")
+    model = ScriptedChatModel(script=[_gold_when_given(records)] * 8)
     assert tool_use_metrics(model, records[:2], [r.user for r in records[:2]]) == {
         "em": 100.0, "tool_acc": 100.0, "value_acc": 100.0}
     empty = [with_sub_kg(r, "") for r in records[2:]]
@@ -239,16 +246,7 @@ def test_tool_use_rows_and_response_cache(tmp_path: Path,
 
     _write_extended(tmp_path)
     records, _ = load(tmp_path, "e")
-
-    def answer(messages: list[object]) -> AIMessage:
-        text = str(getattr(messages[-1], "content", ""))
-        rec = next(r for r in records if r.query in text)
-        call = rec.gold_calls[0]
-        rest = text.split(rec.query, 1)[1]
-        ok = all(str(v) in rest for v in call["parameters"].values())
-        args = call["parameters"] if ok else {k: "unknown" for k in call["parameters"]}
-        return AIMessage("", tool_calls=[{"name": call["name"], "args": args, "id": "c1"}])
-
+    answer = _gold_when_given(records)
     served: list[ScriptedChatModel] = []
 
     @contextlib.contextmanager
