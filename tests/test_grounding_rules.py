@@ -281,3 +281,55 @@ def test_month_names_matched_case_insensitively_outside_ascii() -> None:
                                        "args": {"title": "dentist", "date": "2026-04-09"}}])]
     [verdict] = Guard([_tool("create_event", title="string", date="string")]).check(msgs)
     assert verdict.action == "allow" and not verdict.evidence  # no detector error
+
+
+# ---------------------------------------------------------------------- schema examples
+def _tracking_guard(**kw: Any) -> Guard:
+    from toolguard.specs import ToolSpec
+
+    # ToolBench keeps a required parameter's RapidAPI "default" as ``example_value``
+    spec = ToolSpec.from_toolbench({
+        "tool_name": "parcel tracker", "api_name": "track", "api_description": "Track a parcel.",
+        "required_parameters": [{"name": "reference", "type": "STRING", "description": "",
+                                 "default": "CA107308006SI"}],
+        "optional_parameters": [{"name": "lang", "type": "STRING", "description": "",
+                                 "default": "fr"}]}, effects="read")
+    return Guard([spec], **kw)
+
+
+def test_a_value_copied_from_the_schemas_example_is_not_grounded() -> None:
+    guard = _tracking_guard()
+    (name,) = guard.specs
+    asked = [HumanMessage("Where is my parcel? Please track it."),
+             _call(name, reference="CA107308006SI")]
+    verdict = _verdict(guard, asked)
+    assert verdict.action == "ask_user" and verdict.hallucination == "content"
+    assert verdict.evidence[0].parameter == "reference"
+    # the user's own reference passes, and so does an optional parameter's default
+    given = [HumanMessage("Track parcel RR123456785FR for me."),
+             _call(name, reference="RR123456785FR", lang="fr")]
+    assert _verdict(guard, given).action == "allow"
+    # the paper's rule 2 (examples are truthful), on request
+    paper = _tracking_guard(detector_options={"content": {"examples_ground": True}})
+    assert _verdict(paper, asked).action == "allow"
+
+
+def test_unknown_content_options_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="unknown content detector option"):
+        _tracking_guard(detector_options={"content": {"example_ground": True}})
+
+
+def test_without_examples_drops_annotations_not_properties_named_example() -> None:
+    from toolguard.detectors.content import without_examples
+
+    schema = {"type": "object", "examples": [{"example": "x"}],
+              "properties": {"example": {"type": "string", "example": "a1b2"},
+                             "tags": {"type": "array", "items": {"type": "string",
+                                                                 "examples": ["t"]}},
+                             "id": {"type": "string", "example_value": "42", "default": "7"}}}
+    assert without_examples(schema) == {
+        "type": "object",
+        "properties": {"example": {"type": "string"},
+                       "tags": {"type": "array", "items": {"type": "string"}},
+                       "id": {"type": "string", "default": "7"}}}
+    assert "examples" in schema  # not changed in place

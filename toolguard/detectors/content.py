@@ -4,7 +4,11 @@ RelyToolBench's *content* type, with the rules of the paper's "Check Content
 Hallucination" evaluator (``prompts/check_content_hallucination.md``):
 
 1. values stated in the conversation (user/system turns, earlier tool results) are truthful;
-2. values stated in the tool description (examples, defaults, enums) are truthful;
+2. values stated in the tool description (defaults, enums, consts, its text) are truthful;
+   the schema's *examples* (``examples``, ``example``, ToolBench's ``example_value``) are
+   not, by default: an example shows a value's form, and a call that copies it runs on a
+   value nobody gave (a required parameter filled with its doc's ``"12345"``).  The paper's
+   rule counts them as truthful; ``examples_ground=True`` restores that;
 3. values that can be inferred (query keywords, page numbers, limits, enum members,
    schema defaults, booleans) are truthful;
 4. values that need specific facts from the user (ids, names, numbers, emails, dates,
@@ -65,6 +69,12 @@ class ContentDetector(Detector):
             the LLM decides only the calls the rules flag), ``"always"`` (the LLM decides
             every call that has arguments).
         max_value_chars: Longer string values are treated as free text (not checked).
+        examples_ground: Whether the schema's examples (``examples``, ``example``,
+            ``example_value``) count as stated, as the paper's rule 2 says.  Default
+            ``False``: a value of a kind only the user can give (rule 4) that appears only
+            as a documentation example is ungrounded.  Defaults, enums and the description
+            text ground either way.  Set through a guard with
+            ``detector_options={"content": {"examples_ground": True}}``.
     """
 
     kind: ClassVar = "content"
@@ -77,6 +87,7 @@ class ContentDetector(Detector):
         judge_model: BaseChatModel | None = None,
         llm_mode: ContentLLMMode | None = None,
         max_value_chars: int = 120,
+        examples_ground: bool = False,
     ) -> None:
         if not 0 <= fuzzy_threshold <= 100:
             raise ConfigurationError("fuzzy_threshold must be in [0, 100]")
@@ -91,6 +102,7 @@ class ContentDetector(Detector):
         self.token_share = token_share
         self.max_value_chars = max_value_chars
         self.llm_mode = mode
+        self.examples_ground = examples_ground
         self._tool_cache: dict[ToolSpec, GroundingIndex] = {}
         self._judge = (
             LLMJudge(judge_model, prompt="check_content_hallucination",
@@ -101,13 +113,25 @@ class ContentDetector(Detector):
 
     @classmethod
     def from_options(cls, options: DetectorOptions) -> ContentDetector:
-        """The detector with the guard's judge model and content LLM mode."""
+        """The detector with the guard's judge model and content LLM mode.
+
+        ``options.extra["content"]`` holds further keyword options (``examples_ground``,
+        ``fuzzy_threshold``, ...).
+
+        Raises:
+            ConfigurationError: An unknown LLM mode or keyword option.
+        """
         mode = options.content_llm_mode
         if mode is not None and mode not in ("off", "confirm", "always"):
             raise ConfigurationError(
                 f"content_llm_mode must be 'off', 'confirm' or 'always', got {mode!r}")
+        extra = dict(options.extra.get(cls.kind, {}))
+        unknown = sorted(set(extra) - _KEYWORDS)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown content detector option(s) {unknown}; known: {sorted(_KEYWORDS)}")
         return cls(judge_model=options.judge_model,
-                   llm_mode=mode)  # type: ignore[arg-type]
+                   llm_mode=mode, **extra)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ rules
     def ungrounded(self, call: ProposedCall, ctx: CheckContext) -> list[tuple[str, Any, str]]:
@@ -139,7 +163,9 @@ class ContentDetector(Detector):
         """Grounding from the tool's own description and schema (rule 2), cached per spec."""
         cached = self._tool_cache.get(spec)
         if cached is None:
-            cached = index_of([spec.description, json.dumps(spec.parameters, default=str)])
+            schema = spec.parameters if self.examples_ground else without_examples(
+                spec.parameters)
+            cached = index_of([spec.description, json.dumps(schema, default=str)])
             if len(self._tool_cache) >= 4096:
                 self._tool_cache.clear()
             self._tool_cache[spec] = cached
@@ -220,6 +246,33 @@ class ContentDetector(Detector):
             evidence=evidence,
             question=question,
         )
+
+
+_KEYWORDS = frozenset(
+    {"fuzzy_threshold", "token_share", "max_value_chars", "examples_ground"})
+
+#: JSON Schema's ``examples``, OpenAPI's ``example`` and ToolBench's ``example_value``.
+EXAMPLE_KEYS = frozenset({"examples", "example", "example_value"})
+
+
+def without_examples(schema: Any, _depth: int = 0) -> Any:
+    """``schema`` without its example annotations (:data:`EXAMPLE_KEYS`), at any depth.
+
+    A property *named* ``example`` (a key under ``properties``) is kept; only annotations
+    go.  Returns a new structure; ``schema`` is not changed.  Deeper than 32 levels the
+    rest is kept as it is.
+    """
+    if _depth > 32:
+        return schema
+    if isinstance(schema, dict):
+        return {k: (v if k == "properties" and not isinstance(v, dict)
+                    else {n: without_examples(s, _depth + 1) for n, s in v.items()}
+                    if k == "properties"
+                    else without_examples(v, _depth + 1))
+                for k, v in schema.items() if k == "properties" or k not in EXAMPLE_KEYS}
+    if isinstance(schema, list):
+        return [without_examples(v, _depth + 1) for v in schema]
+    return schema
 
 
 def _judge_fields(call: ProposedCall, ctx: CheckContext) -> dict[str, Any]:
