@@ -279,6 +279,16 @@ def test_parse_completion_forms() -> None:
     fin = parse_completion(_finish("give_up_and_change_tools"))
     assert fin.return_type() == "give_up_and_change_tools" and not fin.tool_calls
     assert parse_completion("just text").calls == ()
+    # Qwen2.5-Coder writes a call as one fenced JSON object
+    qwen = parse_completion('```json\n{\n  "name": "a",\n  "arguments": {"x": 1}\n}\n```')
+    assert [(c.name, c.arguments) for c in qwen.calls] == [("a", {"x": 1})]
+    prose = parse_completion("```python\nprint(1)\n```")
+    assert prose.calls == () and prose.content.startswith("```python")
+    assert parse_completion("Try this:\n```json\n{\"name\": \"a\"}\n```").calls == ()
+    # several call objects in a row (the last one cut off by the token budget)
+    rows = parse_completion('{"name": "a", "arguments": {"x": 1}}\n{"name": "b", "arguments": {}}'
+                            '\n{"name": "c", "argu')
+    assert [(c.name, c.arguments) for c in rows.calls] == [("a", {"x": 1}), ("b", {})]
     msg = finish_message("talk_to_user", "q")
     assert msg["tool_calls"][0]["function"]["arguments"]["return_type"] == \
         "give_up_and_talk_to_user"

@@ -199,6 +199,13 @@ def test_relign_run_ci_end_to_end_on_smollm2(tmp_path: Path) -> None:
     assert len(pairs) == sample["pairs_total"] >= 1
     manifest = json.loads((out / "export" / "manifest.json").read_text())
     assert manifest["dpo"]["merged"] == str(out / "dpo" / "merged")
+    # from a GGUF base: the base file with exactly the LoRA-trained layers' tensors replaced
+    layers = {int(n.split(".")[1]) for stage in ("sft", "dpo")
+              for n in manifest["gguf"][stage]["changed"]}
+    assert layers == set(range(24, 30))  # lora_top_layers=6 of SmolLM2's 30 layers
+    assert (out / "export" / "dpo.gguf").is_file()
+    assert manifest["commands"]["llama_eval"].startswith(
+        f"toolguard eval relytoolbench --model {out / 'export' / 'dpo.gguf'}")
     # eval: three models x five subsets, unguarded and guarded, rates in [0, 100]
     subsets = {"Original": 1, "Missing Parameter": 1, "Unmatched Tools": 1,
                "BFCL irrelevance": 1, "BFCL live_irrelevance": 1}

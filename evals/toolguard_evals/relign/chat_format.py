@@ -90,6 +90,7 @@ turns the model's text back into OpenAI ``tool_calls`` (transformers' Qwen2 fall
 without the reasoning field)."""
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_FENCED = re.compile(r"```[A-Za-z]*\s*\n?(.*?)\n?\s*```", re.S)
 
 
 def openai_tool(function: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,17 +193,21 @@ def parse_completion(text: str) -> ParsedResponse:
 
     ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Hermes / Qwen2.5;
     an unclosed last block is read to the end); without any block, a bare JSON object with
-    ``name`` and ``arguments`` or ``parameters`` (Llama 3.1's JSON tool calls).  A block
-    that is not such JSON gives a call whose ``arguments`` is ``None`` and whose ``name``
-    is read with a regex when possible.  ``<|im_end|>`` and text after it are dropped.
+    ``name`` and ``arguments`` or ``parameters`` (Llama 3.1's JSON tool calls; several in a
+    row are several calls, a cut-off last one is dropped), also inside one fenced code block
+    (```` ```json ````, as Qwen2.5-Coder writes calls).  A block that is not such JSON
+    gives a call whose ``arguments`` is ``None`` and whose ``name`` is read with a regex
+    when possible.  ``<|im_end|>`` and text after it are dropped.
     """
     text = text.split("<|im_end|>", 1)[0]
     blocks = _TOOL_CALL.findall(text)
     if not blocks:
         stripped = text.strip()
-        call = _json_call(stripped) if stripped.startswith("{") else None
-        if call is not None:
-            return ParsedResponse(content="", calls=(call,))
+        fenced = _FENCED.fullmatch(stripped)
+        body = fenced.group(1).strip() if fenced else stripped
+        bare = _json_calls(body) if body.startswith("{") else ()
+        if bare:
+            return ParsedResponse(content="", calls=bare)
         return ParsedResponse(content=stripped)
     content = text[:text.find("<tool_call>")].strip()
     calls = []
@@ -213,6 +218,30 @@ def parse_completion(text: str) -> ParsedResponse:
             call = ParsedCall(name=m.group(1) if m else "", arguments=None, raw=block)
         calls.append(call)
     return ParsedResponse(content=content, calls=tuple(calls))
+
+
+def _json_calls(text: str) -> tuple[ParsedCall, ...]:
+    """Consecutive JSON call objects (one per line, as Qwen2.5 writes parallel calls).
+
+    Reading stops at the first text that is not a call object (a cut-off last object);
+    the calls before it count.
+    """
+    decoder = json.JSONDecoder(strict=False)
+    calls: list[ParsedCall] = []
+    at = 0
+    while at < len(text):
+        try:
+            _, end = decoder.raw_decode(text, at)
+        except ValueError:
+            break
+        call = _json_call(text[at:end])
+        if call is None:
+            break
+        calls.append(call)
+        at = end
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return tuple(calls)
 
 
 def _json_call(text: str) -> ParsedCall | None:
@@ -236,8 +265,8 @@ class NoCallStop:
     """A generation stopping criterion: end a completion that is not a tool call early.
 
     After ``budget`` new tokens, a completion with no ``<tool_call>`` that does not start
-    with ``{`` is stopped: whatever prose follows cannot become a call the evaluator counts
-    (it only reads calls), so generating it costs time and changes no metric.
+    with ``{`` or a code fence is stopped: whatever prose follows cannot become a call the
+    evaluator counts (it only reads calls), so generating it costs time and changes no metric.
 
     Args:
         tokenizer: Decodes the new tokens.
@@ -260,7 +289,7 @@ class NoCallStop:
             return done
         for i, row in enumerate(input_ids):
             text = self.tokenizer.decode(row[self.prompt_len:], skip_special_tokens=False)
-            if "<tool_call>" not in text and not text.lstrip().startswith("{"):
+            if "<tool_call>" not in text and not text.lstrip().startswith(("{", "```")):
                 done[i] = True
         return done
 

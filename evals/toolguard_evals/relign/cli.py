@@ -18,7 +18,8 @@ import typer
 relign_app = typer.Typer(no_args_is_help=True, help=__doc__)
 
 BaseOpt = Annotated[str, typer.Option(
-    help="Base model: smollm2 / gemma3-270m (bundled GGUF), a .gguf path, or a Hugging Face "
+    help="Base model: qwen2.5-coder-0.5b / qwen2.5-coder-1.5b / smollm2 / gemma3-270m "
+         "(bundled GGUF), a .gguf path, or a Hugging Face "
          "folder or id (e.g. Qwen/Qwen2.5-7B-Instruct on a GPU).")]
 OutOpt = Annotated[Path, typer.Option(help="Output folder (stages resume from it).")]
 SizeOpt = Annotated[str, typer.Option(help="ci | cpu | paper (see toolguard_evals.relign.config).")]

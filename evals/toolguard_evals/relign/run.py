@@ -8,7 +8,8 @@ synth    ``synth/sft.jsonl``, ``synth/dpo.jsonl`` (:mod:`.synth`)
 sft      ``sft/adapter``, ``sft/merged`` (:mod:`.sft`)
 sample   ``sample/pairs.jsonl``, ``sample/samples.jsonl`` (:mod:`.pairs`)
 dpo      ``dpo/adapter``, ``dpo/merged`` (:mod:`.dpo`)
-export   ``export/manifest.json`` (:mod:`.export`)
+export   ``export/manifest.json``; from a GGUF base also ``export/{sft,dpo}.gguf``
+         (:mod:`.export`, :mod:`.gguf_export`)
 eval     ``eval/{base,sft,dpo}.json`` and the episode cache (:mod:`.evaluate`)
 ======== ==================================================================
 
@@ -254,15 +255,17 @@ class Runner:
 
     def _export(self) -> StageResult:
         from toolguard_evals.relign.export import export_manifest
+        from toolguard_evals.relign.models import base_gguf
 
         base = self.require("base")["extra"]
         sft = self.require("sft")["extra"]
         dpo = self.require("dpo")["extra"]
         keep = ("adapter", "merged")
+        gguf = base_gguf(self.base) if base.get("from_gguf") else None
         return export_manifest(self.out / "export", base_model=base["model_path"],
                                sft={k: sft[k] for k in keep if k in sft},
                                dpo={k: dpo[k] for k in keep if k in dpo},
-                               serve_check=self.serve_check)
+                               serve_check=self.serve_check, base_gguf=gguf)
 
     def _eval(self) -> StageResult:
         from toolguard_evals.relign.evaluate import evaluate_model
