@@ -25,6 +25,8 @@ pytest.importorskip("peft", reason=_EXTRA)
 pytest.importorskip("gguf", reason=_EXTRA)
 pytest.importorskip("bfcl_eval", reason="needs bfcl-eval (pip install --no-deps bfcl-eval)")
 
+from conftest import HAS_LLAMA_SERVER, LOCAL_MODEL_REQUIRED  # noqa: E402
+
 from toolguard_evals.relign.chat_format import (  # noqa: E402
     HERMES_TEMPLATE,
     ensure_tool_template,
@@ -220,6 +222,9 @@ def test_relign_run_ci_end_to_end_on_smollm2(tmp_path: Path) -> None:
                 assert metrics["indecisive_rate"] == pytest.approx(
                     metrics["change_tools_rate"] + metrics["talk_to_user_rate"])
     assert stages["eval"]["examples"] == 3 * len(subsets)
+    # the three GGUFs on llama.cpp (eval_backend="auto" with llama-server installed)
+    assert stages["eval"]["details"]["backend"] == (
+        "llama.cpp" if HAS_LLAMA_SERVER or LOCAL_MODEL_REQUIRED else "transformers")
     # one greedy answer per case and model; the guarded RelyToolBench run re-used them all
     assert stages["eval"]["steps"] == 3 * len(subsets)
     for model in ("base", "sft", "dpo"):

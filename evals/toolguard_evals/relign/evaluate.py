@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from toolguard import Guard
 from toolguard_evals.relign.chat_format import prompt_messages, tools_with_finish
-from toolguard_evals.relign.chat_model import HFChatModel
+from toolguard_evals.relign.chat_model import HFChatModel, ServedChatModel
 from toolguard_evals.relign.synth import TOOL_RESPONSE_NOTE, bfcl_function
 from toolguard_evals.relytoolbench.agent import INDECISIVE_END, Episode, parse_arguments
 from toolguard_evals.relytoolbench.data import GROUPS, SUBSETS, Group, RtbCase, load_relytoolbench
@@ -37,6 +37,8 @@ from toolguard_evals.runner import GenerationCache
 METRICS = ("tool_call_rate", "indecisive_rate", "change_tools_rate", "talk_to_user_rate",
            "tool_hallucination_rate", "bcu")
 BFCL_SUBSETS = {"irrelevance": "BFCL irrelevance", "live_irrelevance": "BFCL live_irrelevance"}
+SERVED_CONTEXT = 16384
+"""Tokens of context the served model opens (G1's longest Unmatched Tools prompt: ~8,000)."""
 
 
 class TemplateSimulator(ApiSimulator):
@@ -183,8 +185,13 @@ def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file:
                    bfcl: int, max_steps: int, max_new_tokens: int,
                    groups: Sequence[Group] = GROUPS, data_dir: str | Path | None = None,
                    cache_path: str | Path | None = None, fingerprint: str = "",
-                   progress: bool = True) -> dict[str, Any]:
-    """Evaluate one model folder; ``{"unguarded": {subset: m}, "guarded": {...}, ...}``.
+                   progress: bool = True, gguf: str | Path | None = None) -> dict[str, Any]:
+    """Evaluate one model; ``{"unguarded": {subset: m}, "guarded": {...}, "backend", ...}``.
+
+    With ``gguf``, the model is that file served by the embedded llama.cpp server
+    (:class:`~toolguard_evals.local_model.LocalModelServer`, prompts rendered here:
+    :class:`~toolguard_evals.relign.chat_model.ServedChatModel`) instead of ``model_path``
+    in process: the model as it is deployed, and many times faster on CPU.
 
     Args:
         name: ``base`` / ``sft`` / ``dpo`` (report label, cache key).
@@ -199,17 +206,43 @@ def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file:
         cache_path: Episode cache (JSONL); reruns reuse finished episodes.
         fingerprint: Identifies the weights in cache keys (e.g. the stage's finish time).
         progress: Progress bars.
+        gguf: A GGUF file of the same model (``backend`` is then ``llama.cpp``).
 
     Raises:
         RuntimeError: Episodes failed (the model raised).
         FileNotFoundError: A data file is missing.
+        LocalModelError: With ``gguf``: llama-server is missing or the file does not load.
     """
     from toolguard_evals.relign.models import load_model, load_tokenizer
 
     started = time.perf_counter()
-    chat = HFChatModel(model=load_model(model_path), tokenizer=load_tokenizer(tokenizer_path),
-                       max_new_tokens=max_new_tokens, name_=name)
-    settings = {"model": name, "fingerprint": fingerprint, "max_new_tokens": max_new_tokens}
+    tokenizer = load_tokenizer(tokenizer_path)
+    if gguf is None:
+        chat = HFChatModel(model=load_model(model_path), tokenizer=tokenizer,
+                           max_new_tokens=max_new_tokens, name_=name)
+        return _evaluate(chat, name, "transformers", started, per_file=per_file, bfcl=bfcl,
+                         max_steps=max_steps, max_new_tokens=max_new_tokens, groups=groups,
+                         data_dir=data_dir, cache_path=cache_path, fingerprint=fingerprint,
+                         progress=progress)
+    from toolguard_evals.local_model import LocalModelServer
+
+    with LocalModelServer(gguf, n_ctx=SERVED_CONTEXT, max_tokens_cap=max_new_tokens,
+                          startup_timeout=600) as server:
+        served = ServedChatModel(model=None, tokenizer=tokenizer, base_url=server.base_url,
+                                 served_model=server.model_alias,
+                                 max_new_tokens=max_new_tokens, name_=name)
+        return _evaluate(served, name, "llama.cpp", started, per_file=per_file, bfcl=bfcl,
+                         max_steps=max_steps, max_new_tokens=max_new_tokens, groups=groups,
+                         data_dir=data_dir, cache_path=cache_path, fingerprint=fingerprint,
+                         progress=progress)
+
+
+def _evaluate(chat: HFChatModel, name: str, backend: str, started: float, *, per_file: int,
+              bfcl: int, max_steps: int, max_new_tokens: int, groups: Sequence[Group],
+              data_dir: str | Path | None, cache_path: str | Path | None, fingerprint: str,
+              progress: bool) -> dict[str, Any]:
+    settings = {"model": name, "fingerprint": fingerprint, "max_new_tokens": max_new_tokens,
+                "backend": backend}
     rtb = asyncio.run(eval_relytoolbench(chat, per_file=per_file, groups=groups,
                                          max_steps=max_steps, data_dir=data_dir,
                                          cache=GenerationCache(cache_path), settings=settings,
@@ -218,6 +251,6 @@ def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file:
     return {
         "unguarded": {**rtb["unguarded"], **irr["unguarded"]},
         "guarded": {**rtb["guarded"], **irr["guarded"]},
-        "generated_turns": chat.generated, "memo_hits": chat.memo_hits,
+        "generated_turns": chat.generated, "memo_hits": chat.memo_hits, "backend": backend,
         "seconds": round(time.perf_counter() - started, 1),
     }

