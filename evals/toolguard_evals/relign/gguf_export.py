@@ -76,13 +76,14 @@ def patch_gguf(base_gguf: str | Path, merged_dir: str | Path, out: str | Path, *
     Args:
         base_gguf: The GGUF the run started from (its architecture, tokenizer, template).
         merged_dir: A merged Hugging Face folder (``*.safetensors``) trained from it.
-        out: The new ``.gguf`` file (overwritten; written to ``out.tmp`` first).
+        out: The new ``.gguf`` file (overwritten; written to ``out.tmp`` first, which is
+            removed when writing fails).
         dtype: Storage of the changed tensors: ``f16`` (half the bytes) or ``f32``.
         atol: See :data:`ATOL`.
 
     Returns:
-        ``{"gguf", "base", "changed": [GGUF tensor names], "kept": n, "bytes", "seconds",
-        "max_abs_delta"}``.
+        ``{"gguf", "base", "changed": [GGUF tensor names], "kept": n, "bytes", "dtype",
+        "max_abs_delta", "seconds"}``.
 
     Raises:
         FileNotFoundError: ``base_gguf`` or ``merged_dir`` is missing.
@@ -152,7 +153,22 @@ def patch_gguf(base_gguf: str | Path, merged_dir: str | Path, out: str | Path, *
 
     tmp = out_path.with_name(out_path.name + ".tmp")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    writer = gguf.GGUFWriter(str(tmp), arch=arch_name, endianess=reader.endianess)
+    try:
+        _write(gguf, reader, replaced, tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # never a half-written file
+        raise
+    tmp.replace(out_path)
+    return {"gguf": str(out_path), "base": str(base_path), "changed": sorted(replaced),
+            "kept": len(reader.tensors) - len(replaced), "bytes": out_path.stat().st_size,
+            "dtype": dtype, "max_abs_delta": round(max_delta, 6),
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def _write(gguf: Any, reader: Any, replaced: dict[str, Any], path: Path) -> None:
+    """Write ``reader``'s metadata and tensors to ``path``, ``replaced`` ones swapped in."""
+    writer = gguf.GGUFWriter(str(path), arch=str(_field(reader, gguf.Keys.General.ARCHITECTURE)),
+                             endianess=reader.endianess)
     for field in reader.fields.values():
         if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
             continue  # written by GGUFWriter itself
@@ -174,11 +190,6 @@ def patch_gguf(base_gguf: str | Path, merged_dir: str | Path, out: str | Path, *
         writer.write_tensor_data(tensor.data if new is None else new,
                                  tensor_endianess=reader.endianess)
     writer.close()
-    tmp.replace(out_path)
-    return {"gguf": str(out_path), "base": str(base_path), "changed": sorted(replaced),
-            "kept": len(reader.tensors) - len(replaced), "bytes": out_path.stat().st_size,
-            "dtype": dtype, "max_abs_delta": round(max_delta, 6),
-            "seconds": round(time.perf_counter() - started, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - thin wrapper
