@@ -126,9 +126,15 @@ def test_tiny_sft_sample_dpo_and_eval(tiny: tuple, tmp_path: Path) -> None:
     for variant in ("unguarded", "guarded"):
         subsets = result[variant]
         assert set(subsets) == {"Original", "Missing Parameter", "Unmatched Tools",
-                                "BFCL irrelevance", "BFCL live_irrelevance"}
+                                "BFCL irrelevance", "BFCL live_irrelevance",
+                                "BFCL live_simple"}
         for metrics in subsets.values():
             assert metrics["n"] == 1 and set(METRICS) <= set(metrics)
+        # BFCL's checker: no call is right on irrelevance; a random model never calls well
+        assert subsets["BFCL irrelevance"]["accuracy"] == 100.0 - subsets[
+            "BFCL irrelevance"]["tool_call_rate"]
+        assert subsets["BFCL live_simple"]["accuracy"] == 0.0
+        assert subsets["Original"]["accuracy"] is None
     assert result["generated_turns"] >= 3
     assert result["memo_hits"] >= 1  # the guarded run re-used the unguarded turns
 
@@ -210,15 +216,20 @@ def test_relign_run_ci_end_to_end_on_smollm2(tmp_path: Path) -> None:
         f"toolguard eval relytoolbench --model {out / 'export' / 'dpo.gguf'}")
     # eval: three models x five subsets, unguarded and guarded, rates in [0, 100]
     subsets = {"Original": 1, "Missing Parameter": 1, "Unmatched Tools": 1,
-               "BFCL irrelevance": 1, "BFCL live_irrelevance": 1}
+               "BFCL irrelevance": 1, "BFCL live_irrelevance": 1, "BFCL live_simple": 1}
     for key in ("eval", "eval_guarded"):
         assert set(report[key]) == {"base", "sft", "dpo"}
         for model in ("base", "sft", "dpo"):
             assert {s: m["n"] for s, m in report[key][model].items()} == subsets
             for metrics in report[key][model].values():
                 for name in ("tool_call_rate", "indecisive_rate", "change_tools_rate",
-                             "talk_to_user_rate", "tool_hallucination_rate"):
+                             "talk_to_user_rate"):
                     assert 0.0 <= metrics[name] <= 100.0
+                # a hallucination rate where a call is wrong by construction, BFCL's
+                # accuracy on BFCL
+                rated = [metrics[k] for k in ("tool_hallucination_rate", "accuracy")
+                         if metrics[k] is not None]
+                assert rated and all(0.0 <= v <= 100.0 for v in rated)
                 assert metrics["indecisive_rate"] == pytest.approx(
                     metrics["change_tools_rate"] + metrics["talk_to_user_rate"])
     assert stages["eval"]["examples"] == 3 * len(subsets)

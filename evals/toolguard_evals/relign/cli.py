@@ -103,7 +103,7 @@ def print_report(report: dict[str, Any]) -> None:
         table.add_column(m)
     for sub in subsets:
         for key in ("tool_call_rate", "indecisive_rate", "change_tools_rate",
-                    "talk_to_user_rate", "tool_hallucination_rate", "bcu"):
+                    "talk_to_user_rate", "tool_hallucination_rate", "bcu", "accuracy"):
             cells = [f"{_fmt(report['eval'][m][sub][key])} "
                      f"({_fmt(report['eval_guarded'][m][sub][key])})" for m in models]
             table.add_row(f"{sub} · {key}", *cells)

@@ -3,12 +3,14 @@
 - RelyToolBench slice (first ``per_file`` records per file) in the native format, through
   :func:`toolguard_evals.relytoolbench.run.generate`, scored by its evaluator with the
   rule-based parts only (:class:`RuleJudges`; :class:`TemplateSimulator` answers the APIs).
-- BFCL v4 ``irrelevance`` / ``live_irrelevance``: one turn in the same format.
+- BFCL v4 ``irrelevance`` / ``live_irrelevance`` (no call is right) and ``live_simple``
+  (BFCL's AST checker scores the call): one turn in the same format.
 
 Metrics per subset (percent): ``tool_call_rate``, ``indecisive_rate``
 (``change_tools_rate`` + ``talk_to_user_rate``), ``tool_hallucination_rate`` (rules only:
-content hallucinations need a judge) and ``bcu`` (Original's is an upper estimate without a
-judge).  Pass rate is not reported: it needs a capable judge.
+content hallucinations need a judge), ``bcu`` (Original's is an upper estimate without a
+judge) and, on BFCL, ``accuracy`` (BFCL's checker).  Pass rate is not reported: it needs a
+capable judge.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from toolguard import Guard
 from toolguard_evals.relign.chat_format import prompt_messages, tools_with_finish
 from toolguard_evals.relign.chat_model import HFChatModel, ServedChatModel
+from toolguard_evals.relign.config import EVAL_BFCL, EVAL_BFCL_ACCURACY
 from toolguard_evals.relign.synth import TOOL_RESPONSE_NOTE, bfcl_function
 from toolguard_evals.relytoolbench.agent import INDECISIVE_END, Episode, parse_arguments
 from toolguard_evals.relytoolbench.data import GROUPS, SUBSETS, Group, RtbCase, load_relytoolbench
@@ -35,8 +38,7 @@ from toolguard_evals.relytoolbench.simulator import ApiSimulator
 from toolguard_evals.runner import GenerationCache
 
 METRICS = ("tool_call_rate", "indecisive_rate", "change_tools_rate", "talk_to_user_rate",
-           "tool_hallucination_rate", "bcu")
-BFCL_SUBSETS = {"irrelevance": "BFCL irrelevance", "live_irrelevance": "BFCL live_irrelevance"}
+           "tool_hallucination_rate", "bcu", "accuracy")
 SERVED_CONTEXT = 16384
 """Tokens of context the served model opens (G1's longest Unmatched Tools prompt: ~8,000)."""
 
@@ -99,6 +101,7 @@ def rtb_metrics(episodes: Sequence[Episode], scores: Sequence[EpisodeScore]) -> 
         "ends": {e: sum(1 for x in episodes if x.end == e) for e in sorted({x.end
                                                                            for x in episodes})},
         "judge_misses": int(agg["judge_misses"]),
+        "accuracy": None,
     }
 
 
@@ -134,50 +137,78 @@ async def eval_relytoolbench(chat: HFChatModel, *, per_file: int, groups: Sequen
     return out
 
 
-def eval_bfcl(chat: HFChatModel, *, per_category: int) -> dict[str, dict[str, Any]]:
-    """``{"unguarded"|"guarded": {subset: metrics}}`` on BFCL irrelevance sets."""
-    from toolguard_evals.bfcl import load_category
+def _bfcl_turn(chat: HFChatModel, record: Mapping[str, Any]) -> dict[str, Any]:
+    """One BFCL turn: the model's reply, and the calls a default :class:`Guard` lets run.
+
+    Returns ``{"calls", "allowed", "change", "talk"}``: ``calls`` every call the model made
+    except ``Finish`` (unparsable ones as ``(name, {})``), ``allowed`` those the guard
+    allows, ``change`` / ``talk`` the indecisive ``Finish`` return types when no call was
+    made.
+    """
     from toolguard_evals.relign.chat_format import render
     from toolguard_evals.relign.chat_model import to_ai_message
 
+    users = [m for turn in record["question"] for m in turn if m.get("role") == "user"]
+    query = str(users[-1]["content"]) if users else ""
+    functions = [bfcl_function(d) for d in record["function"]]
+    messages = prompt_messages(query, functions)
+    text = chat.complete(render(chat.tokenizer, messages, tools_with_finish(functions),
+                                add_generation_prompt=True))
+    reply = to_ai_message(text)
+    calls = [c for c in reply.tool_calls if c["name"] != "Finish"]
+    calls_invalid = [c for c in reply.invalid_tool_calls if c.get("name") != "Finish"]
+    finish = next((c["args"] for c in reply.tool_calls if c["name"] == "Finish"), {})
+    rtype = str(finish.get("return_type", ""))
+    made = [(str(c["name"]), dict(c["args"])) for c in calls]
+    made += [(str(c.get("name") or ""), {}) for c in calls_invalid]
+    allowed: list[tuple[str, dict[str, Any]]] = []
+    if made and functions:
+        verdicts = Guard(functions).check([
+            SystemMessage(messages[0]["content"]), HumanMessage(query),
+            AIMessage("", tool_calls=calls, invalid_tool_calls=calls_invalid)])
+        allowed = [call for call, v in zip(made, verdicts, strict=True) if v.action == "allow"]
+    return {"calls": made, "allowed": allowed,
+            "change": not made and rtype == "give_up_and_change_tools",
+            "talk": not made and rtype == "give_up_and_talk_to_user"}
+
+
+def eval_bfcl(chat: HFChatModel, *, per_category: int,
+              categories: Sequence[str] = (*EVAL_BFCL, *EVAL_BFCL_ACCURACY),
+              ) -> dict[str, dict[str, Any]]:
+    """``{"unguarded"|"guarded": {subset: metrics}}`` on BFCL v4 single-turn categories.
+
+    Irrelevance categories (:data:`EVAL_BFCL`): a call is a hallucination, so
+    ``tool_hallucination_rate`` is the share of turns with a call.  Call categories
+    (:data:`EVAL_BFCL_ACCURACY`): ``accuracy`` is BFCL's own AST checker
+    (:func:`toolguard_evals.bfcl_checker.check_task`) on the calls made (unguarded) or the
+    calls the guard allows (guarded): the price of abstaining on requests a tool serves.
+    """
+    from toolguard_evals.bfcl import load_category
+    from toolguard_evals.bfcl_checker import check_task
+
     out: dict[str, dict[str, Any]] = {"unguarded": {}, "guarded": {}}
-    for cat, subset in BFCL_SUBSETS.items():
-        rows: dict[str, list[dict[str, bool]]] = {"unguarded": [], "guarded": []}
+    for cat in categories:
+        subset = f"BFCL {cat}"
+        rows: dict[str, list[dict[str, Any]]] = {"unguarded": [], "guarded": []}
         for record in load_category(cat, limit=per_category):  # type: ignore[arg-type]
-            users = [m for turn in record["question"] for m in turn if m.get("role") == "user"]
-            query = str(users[-1]["content"]) if users else ""
-            functions = [bfcl_function(d) for d in record["function"]]
-            messages = prompt_messages(query, functions)
-            text = chat.complete(render(chat.tokenizer, messages, tools_with_finish(functions),
-                                        add_generation_prompt=True))
-            reply = to_ai_message(text)
-            names = {f["name"] for f in functions}
-            calls = [c for c in reply.tool_calls if c["name"] != "Finish"]
-            calls_invalid = [c for c in reply.invalid_tool_calls if c.get("name") != "Finish"]
-            finish = next((c["args"] for c in reply.tool_calls if c["name"] == "Finish"), {})
-            rtype = str(finish.get("return_type", ""))
-            any_call = bool(calls or calls_invalid)
-            row = {"call": any_call,
-                   "change": not any_call and rtype == "give_up_and_change_tools",
-                   "talk": not any_call and rtype == "give_up_and_talk_to_user"}
-            rows["unguarded"].append(row)
-            allowed = False
-            if any_call and names:
-                verdicts = Guard(functions).check([
-                    SystemMessage(messages[0]["content"]), HumanMessage(query),
-                    AIMessage("", tool_calls=calls, invalid_tool_calls=calls_invalid)])
-                allowed = any(v.action == "allow" for v in verdicts)
-            rows["guarded"].append({**row, "call": allowed})
+            turn = _bfcl_turn(chat, record)
+            for variant, calls in (("unguarded", turn["calls"]),
+                                   ("guarded", turn["allowed"])):
+                rows[variant].append({
+                    "call": bool(calls), "change": turn["change"], "talk": turn["talk"],
+                    "correct": bool(check_task(record, calls)["valid"])})
         for variant, items in rows.items():
-            def rate(key: str, items: list[dict[str, bool]] = items) -> float:
+            def rate(key: str, items: list[dict[str, Any]] = items) -> float:
                 return 100.0 * fmean(float(r[key]) for r in items) if items else 0.0
 
+            irrelevance = cat in EVAL_BFCL
             out[variant][subset] = {
                 "n": len(items), "tool_call_rate": rate("call"),
                 "no_call_rate": 100.0 - rate("call"),
                 "indecisive_rate": rate("change") + rate("talk"),
                 "change_tools_rate": rate("change"), "talk_to_user_rate": rate("talk"),
-                "tool_hallucination_rate": rate("call"), "bcu": None}
+                "tool_hallucination_rate": rate("call") if irrelevance else None,
+                "accuracy": rate("correct"), "bcu": None}
     return out
 
 

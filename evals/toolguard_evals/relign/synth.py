@@ -32,7 +32,7 @@ from toolguard_evals.relign.chat_format import (
     talk_to_user_answer,
     tools_with_finish,
 )
-from toolguard_evals.relign.config import EVAL_BFCL, TRAIN_SOURCES
+from toolguard_evals.relign.config import EVAL_BFCL, EVAL_BFCL_ACCURACY, TRAIN_SOURCES
 
 LengthFn = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], int]
 """``(messages, tools) -> tokens`` of a rendered sample."""
@@ -215,7 +215,7 @@ def normalize(text: str) -> str:
 
 
 def eval_queries(rtb_dir: str | Path | None = None, *,
-                 bfcl: Sequence[str] = EVAL_BFCL) -> set[str]:
+                 bfcl: Sequence[str] = (*EVAL_BFCL, *EVAL_BFCL_ACCURACY)) -> set[str]:
     """Normalized queries of every evaluated set.
 
     RelyToolBench (all 958, with ``orig_query``) and the BFCL categories in ``bfcl``.
