@@ -67,6 +67,38 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, object]:
     return str(folder), tokenizer
 
 
+def test_a_bundled_base_trains_in_the_template_it_is_served_with() -> None:
+    """Qwen2.5-Coder writes calls in a fenced JSON block; training on its <tool_call> tags
+    (which its base never emits) taught a junk first token, so the served template is used."""
+    from transformers import AutoTokenizer
+
+    from toolguard_evals.local_model import find_gguf
+    from toolguard_evals.relign.chat_format import HERMES_TEMPLATE, prompt_and_completion
+    from toolguard_evals.relign.models import use_served_template
+
+    gguf = find_gguf("smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    own = tokenizer.chat_template
+    # a template that ignores tools is left to ensure_tool_template (Hermes)
+    assert use_served_template("qwen2.5-coder-0.5b", tokenizer) == "own"
+    assert tokenizer.chat_template == own
+    tokenizer.chat_template = HERMES_TEMPLATE  # one with a tool-call format of its own
+    assert use_served_template("not-a-bundled-model", tokenizer) == "own"
+    assert tokenizer.chat_template == HERMES_TEMPLATE
+    assert use_served_template("qwen2.5-coder-0.5b", tokenizer) == "qwen2.5-coder-tools.jinja"
+    tools = [{"name": "get_weather", "description": "Weather of a city.",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"]}}]
+    messages = [{"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": "get_weather",
+                                                      "arguments": {"city": "Paris"}}}]}]
+    prompt, completion = prompt_and_completion(tokenizer, messages, tools)
+    assert "```json" in prompt and "<tool_call>" not in prompt + completion
+    assert completion == ('```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}'
+                          '\n```<|im_end|>')
+
+
 def test_template_renders_tools_and_splits_prompt_and_completion(tiny: tuple) -> None:
     _, tok = tiny
     assert tok.chat_template == HERMES_TEMPLATE

@@ -6,9 +6,14 @@ GGUF loader (``from_pretrained(folder, gguf_file=...)`` dequantises to float32).
 model still carries a GGUF ``quantization_config`` and ``Trainer`` refuses it, so
 :func:`prepare_base` drops that, gives the tokenizer a tool-aware chat template when its
 own ignores tools (:func:`~toolguard_evals.relign.chat_format.ensure_tool_template`), and
-saves a plain folder every later stage loads.  A Hugging Face id or folder is used as it
-is (only a tokenizer with a replaced template is saved).  Nothing is downloaded when the
-base is local; with ``HF_HUB_OFFLINE=1`` a hub id fails instead of downloading.
+saves a plain folder every later stage loads.  A bundled model whose own template does render
+tools but which the embedded server serves with a template of its own (Qwen2.5-Coder: calls in
+a fenced JSON block, the form the model writes; ``toolguard_evals/templates``) gets that
+template, so training, sampling and the served model all use the form the model calls in
+(trained on tags the base never emits, a short SFT run learns the tag badly: CHANGELOG).  A
+Hugging Face id or folder is used as it is (only a tokenizer with a replaced template is
+saved).  Nothing is downloaded when the base is local; with ``HF_HUB_OFFLINE=1`` a hub id
+fails instead of downloading.
 
 torch / transformers are imported inside the functions (the ``relign`` extra).
 """
@@ -36,7 +41,9 @@ class BaseModelInfo:
         model_path: Folder or hub id to load the weights from.
         tokenizer_path: Folder or hub id to load the tokenizer (with the chat template).
         from_gguf: The weights were dequantised from a GGUF file.
-        template_replaced: The tokenizer got the Hermes tool template.
+        template_replaced: The tokenizer's own chat template was replaced.
+        template: Which template the stages use: ``own``, ``hermes`` (the model's ignores
+            tools) or the file name of the embedded server's template for a bundled model.
     """
 
     name: str
@@ -44,6 +51,7 @@ class BaseModelInfo:
     tokenizer_path: str
     from_gguf: bool
     template_replaced: bool
+    template: str = "own"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,12 +93,15 @@ def prepare_base(base: str, out_dir: str | Path) -> BaseModelInfo:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         drop_quantization(model)
-        replaced = ensure_tool_template(tokenizer)
+        template = use_served_template(base, tokenizer)
+        replaced = template != "own" or ensure_tool_template(tokenizer)
+        if replaced and template == "own":
+            template = "hermes"
         _set_eos(model, tokenizer)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
         info = BaseModelInfo(name=base, model_path=str(out), tokenizer_path=str(out),
-                             from_gguf=True, template_replaced=replaced)
+                             from_gguf=True, template_replaced=replaced, template=template)
     else:
         tokenizer = AutoTokenizer.from_pretrained(base)
         replaced = ensure_tool_template(tokenizer)
@@ -99,9 +110,28 @@ def prepare_base(base: str, out_dir: str | Path) -> BaseModelInfo:
             tokenizer.save_pretrained(out / "tokenizer")
             tok_path = str(out / "tokenizer")
         info = BaseModelInfo(name=base, model_path=base, tokenizer_path=tok_path,
-                             from_gguf=False, template_replaced=replaced)
+                             from_gguf=False, template_replaced=replaced,
+                             template="hermes" if replaced else "own")
     (out / INFO_FILE).write_text(json.dumps(info.to_json(), indent=2) + "\n", encoding="utf-8")
     return info
+
+
+def use_served_template(base: str, tokenizer: Any) -> str:
+    """Give ``tokenizer`` the template the embedded server serves bundled ``base`` with.
+
+    Only when the model's own template renders tools (it has a tool-call format of its own
+    that the served template restates, as Qwen2.5-Coder's fenced JSON block); a template
+    that ignores tools gets :data:`~toolguard_evals.relign.chat_format.HERMES_TEMPLATE` as
+    before.  Returns the template's file name, or ``"own"`` when nothing changed.
+    """
+    from toolguard_evals.bundled_models import BUNDLED_MODELS, template_path
+    from toolguard_evals.relign.chat_format import renders_tools
+
+    row = BUNDLED_MODELS.get(base)
+    if row is None or not row.chat_template or not renders_tools(tokenizer):
+        return "own"
+    tokenizer.chat_template = template_path(row.chat_template).read_text(encoding="utf-8")
+    return row.chat_template
 
 
 def read_base_info(out_dir: str | Path) -> BaseModelInfo:
