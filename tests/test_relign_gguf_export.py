@@ -84,6 +84,20 @@ def test_only_the_changed_tensors_are_replaced(base: Path, merged: tuple[Path, A
     fields = gguf.GGUFReader(str(tmp_path / "tuned.gguf")).fields
     assert fields["tokenizer.ggml.tokens"].contents() == \
         gguf.GGUFReader(str(base)).fields["tokenizer.ggml.tokens"].contents()
+    base_fields = gguf.GGUFReader(str(base)).fields
+    assert fields["tokenizer.chat_template"].contents() == \
+        base_fields["tokenizer.chat_template"].contents()
+
+
+def test_the_template_the_run_trained_in_is_written_into_the_file(
+        base: Path, merged: tuple[Path, Any], tmp_path: Path) -> None:
+    template = "{%- for m in messages %}{{ m['content'] }}{%- endfor %}"
+    patch_gguf(base, merged[0], tmp_path / "t.gguf", chat_template=template)
+    fields = gguf.GGUFReader(str(tmp_path / "t.gguf")).fields
+    assert fields["tokenizer.chat_template"].contents() == template
+    assert len(fields) == len(gguf.GGUFReader(str(base)).fields)  # replaced, none added
+    assert fields["tokenizer.ggml.tokens"].contents() == \
+        gguf.GGUFReader(str(base)).fields["tokenizer.ggml.tokens"].contents()
 
 
 @needs_llama_server

@@ -63,14 +63,16 @@ def serve_commands(*, base_model: str, sft: dict[str, str], dpo: dict[str, str],
 
 def export_manifest(out_dir: str | Path, *, base_model: str, sft: dict[str, str],
                     dpo: dict[str, str], serve_check: bool = False,
-                    base_gguf: str | Path | None = None) -> StageResult:
+                    base_gguf: str | Path | None = None,
+                    chat_template: str | None = None) -> StageResult:
     """Write ``manifest.json`` in ``out_dir``; optionally :func:`check_serve` the DPO model.
 
     With ``base_gguf`` (the run started from a GGUF), also ``sft.gguf`` and ``dpo.gguf``:
     the base file with the tensors training changed replaced
     (:func:`~toolguard_evals.relign.gguf_export.patch_gguf`), served by llama.cpp like the
     base; ``manifest["gguf"]`` holds each patch's report and ``commands["llama_eval"]``
-    the evaluation on it.
+    the evaluation on it.  ``chat_template`` (the template the run trained in, when it is
+    not the base file's) is written into both files.
 
     Raises:
         GGUFExportError: A merged model does not fit ``base_gguf``.
@@ -84,7 +86,8 @@ def export_manifest(out_dir: str | Path, *, base_model: str, sft: dict[str, str]
     if base_gguf is not None:
         from toolguard_evals.relign.gguf_export import patch_gguf
 
-        manifest["gguf"] = {name: patch_gguf(base_gguf, stage["merged"], out / f"{name}.gguf")
+        manifest["gguf"] = {name: patch_gguf(base_gguf, stage["merged"], out / f"{name}.gguf",
+                                             chat_template=chat_template)
                             for name, stage in (("sft", sft), ("dpo", dpo))}
         commands["llama_eval"] = shlex.join(
             ["toolguard", "eval", "relytoolbench", "--model", str(out / "dpo.gguf"),

@@ -70,7 +70,8 @@ def _field(reader: Any, key: str) -> Any:
 
 
 def patch_gguf(base_gguf: str | Path, merged_dir: str | Path, out: str | Path, *,
-               dtype: Literal["f16", "f32"] = "f16", atol: float = ATOL) -> dict[str, Any]:
+               dtype: Literal["f16", "f32"] = "f16", atol: float = ATOL,
+               chat_template: str | None = None) -> dict[str, Any]:
     """Write ``out``: ``base_gguf`` with the tensors ``merged_dir`` changed replaced.
 
     Args:
@@ -80,6 +81,9 @@ def patch_gguf(base_gguf: str | Path, merged_dir: str | Path, out: str | Path, *
             removed when writing fails).
         dtype: Storage of the changed tensors: ``f16`` (half the bytes) or ``f32``.
         atol: See :data:`ATOL`.
+        chat_template: Write this Jinja text as ``tokenizer.chat_template`` in place of the
+            base's (the template the model was trained in, so ``llama-server --jinja``
+            serves the file in the form it calls in); ``None`` keeps the base's.
 
     Returns:
         ``{"gguf", "base", "changed": [GGUF tensor names], "kept": n, "bytes", "dtype",
@@ -154,7 +158,7 @@ def patch_gguf(base_gguf: str | Path, merged_dir: str | Path, out: str | Path, *
     tmp = out_path.with_name(out_path.name + ".tmp")
     out_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _write(gguf, reader, replaced, tmp)
+        _write(gguf, reader, replaced, tmp, chat_template)
     except BaseException:
         tmp.unlink(missing_ok=True)  # never a half-written file
         raise
@@ -165,16 +169,22 @@ def patch_gguf(base_gguf: str | Path, merged_dir: str | Path, out: str | Path, *
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def _write(gguf: Any, reader: Any, replaced: dict[str, Any], path: Path) -> None:
+def _write(gguf: Any, reader: Any, replaced: dict[str, Any], path: Path,
+           chat_template: str | None = None) -> None:
     """Write ``reader``'s metadata and tensors to ``path``, ``replaced`` ones swapped in."""
+    template_key = gguf.Keys.Tokenizer.CHAT_TEMPLATE
     writer = gguf.GGUFWriter(str(path), arch=str(_field(reader, gguf.Keys.General.ARCHITECTURE)),
                              endianess=reader.endianess)
     for field in reader.fields.values():
         if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
             continue  # written by GGUFWriter itself
+        if field.name == template_key and chat_template is not None:
+            continue
         kind = field.types[0]
         sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(field.name, field.contents(), kind, sub_type=sub)
+    if chat_template is not None:
+        writer.add_key_value(template_key, chat_template, gguf.GGUFValueType.STRING)
     for tensor in reader.tensors:
         new = replaced.get(tensor.name)
         if new is None:

@@ -263,10 +263,17 @@ class Runner:
         dpo = self.require("dpo")["extra"]
         keep = ("adapter", "merged")
         gguf = base_gguf(self.base) if base.get("from_gguf") else None
+        template = None
+        if base.get("template") not in (None, "own", "hermes"):
+            # trained in the embedded server's template: the exported files carry it
+            from toolguard_evals.bundled_models import template_path
+
+            template = template_path(str(base["template"])).read_text(encoding="utf-8")
         return export_manifest(self.out / "export", base_model=base["model_path"],
                                sft={k: sft[k] for k in keep if k in sft},
                                dpo={k: dpo[k] for k in keep if k in dpo},
-                               serve_check=self.serve_check, base_gguf=gguf)
+                               serve_check=self.serve_check, base_gguf=gguf,
+                               chat_template=template)
 
     def _eval(self) -> StageResult:
         from toolguard_evals.relign.evaluate import evaluate_model
