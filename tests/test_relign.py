@@ -19,6 +19,13 @@ from toolguard_evals.relign.chat_format import (
 )
 from toolguard_evals.relign.config import PRESETS, SIZES, RelignConfig, preset
 from toolguard_evals.relign.pairs import Sorted, build_pairs, classify
+from toolguard_evals.relign.run import (
+    STAGE_INPUTS,
+    STAGE_SETTINGS,
+    STAGES,
+    Runner,
+    StageMismatchError,
+)
 from toolguard_evals.relign.synth import (
     SourceSample,
     SynthRecord,
@@ -31,6 +38,7 @@ from toolguard_evals.relign.synth import (
     remove_values,
     synthesize,
 )
+from toolguard_evals.relign.training import StageResult
 
 RTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "relytoolbench"
 needs_rtb = pytest.mark.skipif(not RTB.is_dir(), reason="../shared/data/relytoolbench missing")
@@ -246,6 +254,17 @@ def test_classify_each_label() -> None:
     assert bad.label == "hallucinated"
 
 
+def test_a_call_cut_at_the_token_budget_is_not_a_hallucination() -> None:
+    orig = _record("original")
+    cut = '```json\n{"name": "get_weather", "arguments": {"city": "Pa'
+    assert classify(orig, cut, eos="<|im_end|>").label == "other"
+    assert classify(orig, "<tool_call>\n{" + '"name": "get_w', eos="<|im_end|>").label == "other"
+    # finished but malformed, or prose cut early: still the model's format hallucination
+    assert classify(orig, cut + "<|im_end|>", eos="<|im_end|>").label == "hallucinated"
+    assert classify(orig, "It is sunny in", eos="<|im_end|>").label == "hallucinated"
+    assert classify(orig, cut).label == "hallucinated"  # no eos known: as before
+
+
 def test_build_pairs_one_per_type() -> None:
     rec = _record("original")
     good = Sorted("c", "correct", "")
@@ -320,3 +339,116 @@ def test_cli_registers_relign_without_heavy_imports() -> None:
             "assert not heavy, heavy; import toolguard; "
             "assert not [m for m in sys.modules if m.startswith('toolguard_evals.relign.sft')]")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# ---------------------------------------------------------------------------- stage bookkeeping
+class _Stub(Runner):
+    """Runner whose stages write small files and record that they ran (plumbing only)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.ran: list[str] = []
+
+    def _step(self, stage: str, **extra: object) -> StageResult:
+        self.ran.append(stage)
+        return StageResult(extra=dict(extra))
+
+    def _base(self) -> StageResult:
+        return self._step("base", model_path="m", tokenizer_path="t")
+
+    def _synth(self) -> StageResult:
+        self.require("base")
+        folder = self.out / "synth"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "sft.jsonl").write_text(f"{self.cfg.sft_examples} {self.cfg.seed}\n")
+        (folder / "dpo.jsonl").write_text(f"{self.cfg.dpo_prompts} {self.cfg.seed}\n")
+        return self._step("synth")
+
+    def _sft(self) -> StageResult:
+        self.require("synth")
+        return self._step("sft", merged="sft-merged")
+
+    def _sample(self) -> StageResult:
+        self.require("sft")
+        return self._step("sample")
+
+    def _dpo(self) -> StageResult:
+        self.require("sample")
+        return self._step("dpo", merged="dpo-merged")
+
+    def _export(self) -> StageResult:
+        self.require("dpo")
+        return self._step("export")
+
+
+@pytest.fixture()
+def evaluated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The models the real eval stage evaluates (``evaluate_model`` replaced)."""
+    import toolguard_evals.relign.evaluate as evaluate
+
+    calls: list[str] = []
+
+    def fake(name: str, *args: object, **kwargs: object) -> dict[str, object]:
+        calls.append(name)
+        return {"unguarded": {"Original": {"n": 1}}, "guarded": {"Original": {"n": 1}},
+                "generated_turns": 1}
+
+    monkeypatch.setattr(evaluate, "evaluate_model", fake)
+    return calls
+
+
+def _cfg(**overrides: object) -> RelignConfig:
+    return preset("ci", eval_backend="transformers", **overrides)
+
+
+def test_every_setting_belongs_to_the_stages_that_read_it() -> None:
+    named = {field for fields in STAGE_SETTINGS.values() for field in fields}
+    assert named == set(RelignConfig.model_fields) - {"size"}
+    assert set(STAGE_SETTINGS) == set(STAGES) == set(STAGE_INPUTS)
+
+
+def test_a_new_dpo_setting_reruns_dpo_and_what_follows_only(
+        tmp_path: Path, evaluated: list[str]) -> None:
+    first = _Stub(_cfg(), base="b", out=tmp_path, progress=False)
+    first.run()
+    assert first.ran == ["base", "synth", "sft", "sample", "dpo", "export"]
+    assert evaluated == ["base", "sft", "dpo"]
+    again = _Stub(_cfg(), base="b", out=tmp_path, progress=False)
+    again.run()
+    assert again.ran == [] and evaluated == ["base", "sft", "dpo"]  # all kept
+    changed = _cfg(dpo_lr=3e-4)
+    with pytest.raises(StageMismatchError, match="dpo"):
+        _Stub(changed, base="b", out=tmp_path, progress=False).run()
+    forced = _Stub(changed, base="b", out=tmp_path, force=True, progress=False)
+    forced.run()
+    assert forced.ran == ["dpo", "export"]
+    assert evaluated[3:] == ["dpo"]  # base and SFT results are kept
+
+
+def test_more_dpo_prompts_keep_the_sft_model_while_its_data_is_unchanged(
+        tmp_path: Path, evaluated: list[str]) -> None:
+    _Stub(_cfg(), base="b", out=tmp_path, progress=False).run()
+    sft = json.loads((tmp_path / "sft" / "stage.json").read_text())
+    forced = _Stub(_cfg(dpo_prompts=5), base="b", out=tmp_path, force=True, progress=False)
+    forced.run()
+    assert forced.ran == ["synth", "sample", "dpo", "export"]
+    assert json.loads((tmp_path / "sft" / "stage.json").read_text()) == sft
+    # new SFT data (another seed) retrains and resamples; the base result is kept
+    reseeded = _Stub(_cfg(dpo_prompts=5, seed=1), base="b", out=tmp_path, force=True,
+                     progress=False)
+    reseeded.run()
+    assert reseeded.ran == ["synth", "sft", "sample", "dpo", "export"]
+    assert evaluated == ["base", "sft", "dpo", "dpo", "sft", "dpo"]
+
+
+def test_force_replaces_one_stage_without_losing_its_inputs(tmp_path: Path,
+                                                             evaluated: list[str]) -> None:
+    _Stub(_cfg(), base="b", out=tmp_path, progress=False).run()
+    forced = _Stub(_cfg(sft_lr=1e-3), base="b", out=tmp_path, force=True, progress=False)
+    forced.run(("sft",))  # needs base and synth, which are unchanged and kept
+    assert forced.ran == ["sft"]
+    stale = _Stub(_cfg(sft_lr=1e-3), base="b", out=tmp_path, progress=False)
+    with pytest.raises(StageMismatchError, match="sample"):
+        stale.run()  # sample was made from the SFT model that has just been replaced
+    with pytest.raises(FileNotFoundError, match="relign sft"):
+        _Stub(_cfg(), base="b", out=tmp_path / "empty", progress=False).run(("sample",))

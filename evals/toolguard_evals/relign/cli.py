@@ -24,7 +24,9 @@ BaseOpt = Annotated[str, typer.Option(
 OutOpt = Annotated[Path, typer.Option(help="Output folder (stages resume from it).")]
 SizeOpt = Annotated[str, typer.Option(help="ci | cpu | paper (see toolguard_evals.relign.config).")]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the report here.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Rerun finished stages.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Replace finished stages whose settings or inputs changed (without it "
+    "they are an error); unchanged stages are kept (delete a stage's folder to rerun it).")]
 ToolbenchOpt = Annotated[list[Path] | None, typer.Option(
     "--toolbench", help="ToolBench-format training file (repeatable).")]
 ProgressOpt = Annotated[bool, typer.Option(help="Progress bars.")]

@@ -20,7 +20,9 @@ knows about the prompt:
 - a response with no parsable call at all (prose): **hallucinated** (format: no action
   the agent can execute; the native agent answers it with a format reminder);
 - anything else (a clean call to another tool, ``give_up_and_restart``) is **other** and
-  never paired.
+  never paired; so is a call cut off unfinished at ``max_new_tokens`` (the sampling
+  budget's doing, not the model's: labelling it a format hallucination would teach DPO to
+  prefer short calls).
 """
 
 from __future__ import annotations
@@ -84,9 +86,18 @@ class Pair:
         return asdict(self)
 
 
-def classify(record: SynthRecord, text: str) -> Sorted:
-    """Sort one sampled response to ``record``'s prompt (rules in the module docstring)."""
+def classify(record: SynthRecord, text: str, *, eos: str | None = None) -> Sorted:
+    """Sort one sampled response to ``record``'s prompt (rules in the module docstring).
+
+    Args:
+        record: The prompt's record.
+        text: The completion.
+        eos: The end-of-turn token: a completion without it that began a call (``{``, a
+            code fence, ``<tool_call>``) and parses to none was cut at the token budget.
+    """
     parsed = parse_completion(text)
+    if eos and eos not in text and _began_a_call(text) and not _a_whole_call(parsed):
+        return Sorted(text, "other", "cut at max_new_tokens inside a call")
     if parsed.tool_calls:
         return _classify_calls(record, text, parsed)
     fin = parsed.finish
@@ -102,6 +113,16 @@ def classify(record: SynthRecord, text: str) -> Sorted:
     if rtype == "give_answer":
         return Sorted(text, "hallucinated", "answer without a call")
     return Sorted(text, "other", f"Finish return_type {rtype!r}")
+
+
+def _a_whole_call(parsed: ParsedResponse) -> bool:
+    calls = [*parsed.tool_calls, *([parsed.finish] if parsed.finish else [])]
+    return any(c.arguments is not None for c in calls)
+
+
+def _began_a_call(text: str) -> bool:
+    head = text.lstrip()
+    return head.startswith(("{", "```")) or "<tool_call>" in head
 
 
 def _classify_calls(record: SynthRecord, text: str, parsed: ParsedResponse) -> Sorted:
@@ -247,7 +268,7 @@ def sample_pairs(model: Any, tokenizer: Any, records: Sequence[SynthRecord], *, 
             texts = sample_texts(model, tokenizer, prompt, k=k, temperature=temperature,
                                  max_new_tokens=max_new_tokens, seed=seed + i,
                                  prompts=prompts)
-            sorted_ = [classify(record, t) for t in texts]
+            sorted_ = [classify(record, t, eos=tokenizer.eos_token) for t in texts]
             for s in sorted_:
                 labels[s.label] += 1
                 by_kind.setdefault(record.kind, Counter())[s.label] += 1

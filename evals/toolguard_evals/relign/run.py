@@ -14,9 +14,16 @@ eval     ``eval/{base,sft,dpo}.json`` and the episode cache (:mod:`.evaluate`); 
          GGUF base the three GGUFs on llama.cpp (``eval_backend``)
 ======== ==================================================================
 
-A stage that finished writes ``{stage}/stage.json`` (its result and the settings it ran
-under); a rerun skips it when the settings match, and refuses (``StageMismatchError``)
-when they differ, unless ``force``.  The report (:func:`report`) has ``stages`` (per stage:
+A stage that finished writes ``{stage}/stage.json``: its result and its fingerprint, a hash
+of the settings that stage reads (:data:`STAGE_SETTINGS`) and of its inputs
+(:data:`STAGE_INPUTS`: the earlier stages it reads, by fingerprint and finish time, and the
+synthesized files, by content).  A rerun skips a stage whose fingerprint matches and
+refuses one whose fingerprint differs (``StageMismatchError``) unless ``force``, which
+replaces it.  So a new DPO setting reruns ``dpo`` and what follows it, not SFT, and a new
+``dpo_prompts`` reruns ``synth`` and ``sample`` but keeps the SFT model as long as
+``synth/sft.jsonl`` comes out the same.  The per-model results of ``eval`` are kept the same
+way: an unchanged SFT model is not evaluated again.  The report (:func:`report`) has
+``stages`` (per stage:
 examples, steps, wall seconds, loss at start and end, the command that reruns it alone)
 and ``eval`` / ``eval_guarded`` (``{base, sft, dpo}`` x subset x metric, see
 :mod:`.evaluate`).
@@ -51,9 +58,39 @@ class StageMismatchError(RuntimeError):
     """A finished stage in ``out`` ran under other settings (rerun with ``--force``)."""
 
 
-def fingerprint(cfg: RelignConfig, base: str) -> str:
-    """12 hex digits identifying the settings a stage depends on."""
-    text = json.dumps({"cfg": cfg.model_dump(mode="json"), "base": base}, sort_keys=True)
+_LORA: Final = ("lora", "lora_r", "lora_alpha", "lora_dropout", "lora_top_layers")
+_TRAINING: Final = ("seed", "max_length", "grad_accum", *_LORA)
+STAGE_SETTINGS: Final[dict[Stage, tuple[str, ...]]] = {
+    "base": (),
+    "synth": ("seed", "bfcl_sources", "toolbench_files", "sft_examples", "dpo_prompts",
+              "ratios", "answer_share", "max_length"),
+    "sft": (*_TRAINING, "sft_epochs", "sft_lr", "sft_batch", "sft_max_steps"),
+    "sample": ("seed", "samples_per_prompt", "temperature", "max_new_tokens", "fill_gold"),
+    "dpo": (*_TRAINING, "dpo_epochs", "dpo_lr", "dpo_batch", "dpo_beta", "dpo_max_steps"),
+    "export": (),
+    "eval": ("eval_per_file", "eval_groups", "eval_bfcl", "eval_max_steps", "eval_backend",
+             "max_new_tokens"),
+}
+"""The :class:`RelignConfig` fields each stage reads (``size`` is a label and none)."""
+STAGE_INPUTS: Final[dict[Stage, tuple[str, ...]]] = {
+    "base": (),
+    "synth": ("base",),
+    "sft": ("base", "synth/sft.jsonl"),
+    "sample": ("base", "sft", "synth/dpo.jsonl"),
+    "dpo": ("base", "sft", "sample"),
+    "export": ("base", "sft", "dpo"),
+    "eval": ("base", "sft", "dpo", "export"),
+}
+"""What each stage reads: an earlier stage (by its fingerprint and finish time) or a file
+under ``out`` (by the SHA-256 of its content)."""
+
+
+def fingerprint(cfg: RelignConfig, base: str, stage: Stage,
+                inputs: Sequence[Any] = ()) -> str:
+    """12 hex digits: ``base``, the fields of ``cfg`` that ``stage`` reads, and ``inputs``."""
+    settings = {name: getattr(cfg, name) for name in STAGE_SETTINGS[stage]}
+    text = json.dumps({"base": base, "stage": stage, "settings": settings,
+                       "inputs": list(inputs)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -70,7 +107,8 @@ class Runner:
         cfg: Settings.
         base: Base model (``smollm2``, a GGUF path, a Hugging Face id or folder).
         out: Output folder.
-        force: Rerun finished stages (and stages whose settings differ).
+        force: Replace finished stages whose fingerprint differs (settings or inputs
+            changed); stages that match are kept either way.
         progress: Progress bars.
         data_dir: RelyToolBench folder (default ``../shared/data/relytoolbench``).
         serve_check: In ``export``, start ``transformers serve`` once and ask it one call.
@@ -88,39 +126,63 @@ class Runner:
         self.progress = progress
         self.data_dir = data_dir
         self.serve_check = serve_check
-        self.key = fingerprint(cfg, base)
+        self._fresh: set[str] = set()  # stages (re)run by this runner: never stale to it
 
     # -------------------------------------------------------------- bookkeeping
-    def done(self, stage: str) -> dict[str, Any] | None:
-        """The saved ``stage.json`` of a finished stage with matching settings, else ``None``.
+    def key(self, stage: Stage) -> str | None:
+        """``stage``'s fingerprint now (``None`` while one of its inputs is missing)."""
+        inputs: list[Any] = []
+        for item in STAGE_INPUTS[stage]:
+            if "/" in item:
+                path = self.out / item
+                if not path.is_file():
+                    return None
+                inputs.append([item, hashlib.sha256(path.read_bytes()).hexdigest()])
+                continue
+            path = self.out / item / "stage.json"
+            if not path.is_file():
+                return None
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            inputs.append([item, saved.get("fingerprint"), saved.get("finished")])
+        return fingerprint(self.cfg, self.base, stage, inputs)
+
+    def done(self, stage: Stage) -> dict[str, Any] | None:
+        """The saved ``stage.json`` of a finished stage with a matching fingerprint, else ``None``.
 
         Raises:
-            StageMismatchError: It finished under other settings and ``force`` is off.
+            StageMismatchError: It finished under other settings or inputs and ``force`` is
+                off.
         """
         path = self.out / stage / "stage.json"
         if not path.is_file():
             return None
         saved: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        if saved.get("fingerprint") != self.key:
+        if stage in self._fresh:
+            return saved
+        key = self.key(stage)
+        if saved.get("fingerprint") != key:
             if self.force:
                 return None
+            reads = [*STAGE_SETTINGS[stage], *STAGE_INPUTS[stage]]
             raise StageMismatchError(
-                f"{path} was made with other settings (fingerprint {saved.get('fingerprint')}, "
-                f"now {self.key}); use another --out or --force")
-        return None if self.force else saved
+                f"{path} was made with other settings or inputs (fingerprint "
+                f"{saved.get('fingerprint')}, now {key}; it reads {', '.join(reads)}); "
+                "use another --out, or --force to replace it")
+        return saved
 
-    def _save(self, stage: str, result: StageResult) -> dict[str, Any]:
+    def _save(self, stage: Stage, result: StageResult) -> dict[str, Any]:
         folder = self.out / stage
         folder.mkdir(parents=True, exist_ok=True)
-        saved = {"stage": stage, "fingerprint": self.key, "finished": time.time(),
+        saved = {"stage": stage, "fingerprint": self.key(stage), "finished": time.time(),
                  "command": stage_command(stage, base=self.base, out=self.out,
                                           size=self.cfg.size),
                  **result.to_json()}
         (folder / "stage.json").write_text(json.dumps(saved, indent=2, default=str) + "\n",
                                            encoding="utf-8")
+        self._fresh.add(stage)
         return saved
 
-    def require(self, stage: str) -> dict[str, Any]:
+    def require(self, stage: Stage) -> dict[str, Any]:
         """The saved result of an earlier stage.
 
         Raises:
@@ -282,8 +344,11 @@ class Runner:
         paths = {"base": base["extra"]["model_path"],
                  "sft": self.require("sft")["extra"]["merged"],
                  "dpo": self.require("dpo")["extra"]["merged"]}
-        stamps = {"base": base["finished"], "sft": self.require("sft")["finished"],
-                  "dpo": self.require("dpo")["finished"]}
+        # a model's results are kept while the eval settings and that model are unchanged
+        eval_key = fingerprint(self.cfg, self.base, "eval")
+        stamps = {name: f"{eval_key}:{saved['fingerprint']}:{saved['finished']}"
+                  for name, saved in (("base", base), ("sft", self.require("sft")),
+                                      ("dpo", self.require("dpo")))}
         ggufs = self._eval_ggufs()
         started = time.perf_counter()
         folder = self.out / "eval"
@@ -291,9 +356,9 @@ class Runner:
         results: dict[str, Any] = {}
         for name in MODELS:
             path = folder / f"{name}.json"
-            if path.is_file() and not self.force:
+            if path.is_file():
                 saved = json.loads(path.read_text(encoding="utf-8"))
-                if saved.get("fingerprint") == f"{self.key}:{stamps[name]}":
+                if saved.get("fingerprint") == stamps[name]:
                     results[name] = saved
                     continue
             result = evaluate_model(
@@ -301,9 +366,9 @@ class Runner:
                 bfcl=self.cfg.eval_bfcl, max_steps=self.cfg.eval_max_steps,
                 max_new_tokens=self.cfg.max_new_tokens, groups=self.cfg.eval_groups,
                 data_dir=self.data_dir, cache_path=folder / "episodes.jsonl",
-                fingerprint=f"{self.key}:{stamps[name]}", progress=self.progress,
+                fingerprint=stamps[name], progress=self.progress,
                 gguf=ggufs.get(name))
-            result["fingerprint"] = f"{self.key}:{stamps[name]}"
+            result["fingerprint"] = stamps[name]
             path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
             results[name] = result
         return StageResult(examples=sum(int(v["unguarded"][s]["n"]) for v in results.values()
