@@ -450,5 +450,7 @@ def test_force_replaces_one_stage_without_losing_its_inputs(tmp_path: Path,
     stale = _Stub(_cfg(sft_lr=1e-3), base="b", out=tmp_path, progress=False)
     with pytest.raises(StageMismatchError, match="sample"):
         stale.run()  # sample was made from the SFT model that has just been replaced
+    with pytest.raises(StageMismatchError, match="sft"):  # a stale input is not replaced
+        _Stub(_cfg(), base="b", out=tmp_path, force=True, progress=False).run(("sample",))
     with pytest.raises(FileNotFoundError, match="relign sft"):
         _Stub(_cfg(), base="b", out=tmp_path / "empty", progress=False).run(("sample",))

@@ -146,13 +146,19 @@ class Runner:
             inputs.append([item, saved.get("fingerprint"), saved.get("finished")])
         return fingerprint(self.cfg, self.base, stage, inputs)
 
-    def done(self, stage: Stage) -> dict[str, Any] | None:
+    def done(self, stage: Stage, *, force: bool | None = None) -> dict[str, Any] | None:
         """The saved ``stage.json`` of a finished stage with a matching fingerprint, else ``None``.
+
+        Args:
+            stage: The stage.
+            force: Return ``None`` for a stale stage instead of raising (default: the
+                runner's ``force``).
 
         Raises:
             StageMismatchError: It finished under other settings or inputs and ``force`` is
                 off.
         """
+        force = self.force if force is None else force
         path = self.out / stage / "stage.json"
         if not path.is_file():
             return None
@@ -161,7 +167,7 @@ class Runner:
             return saved
         key = self.key(stage)
         if saved.get("fingerprint") != key:
-            if self.force:
+            if force:
                 return None
             reads = [*STAGE_SETTINGS[stage], *STAGE_INPUTS[stage]]
             raise StageMismatchError(
@@ -183,12 +189,13 @@ class Runner:
         return saved
 
     def require(self, stage: Stage) -> dict[str, Any]:
-        """The saved result of an earlier stage.
+        """The saved result of an earlier stage (``force`` never replaces an input).
 
         Raises:
             FileNotFoundError: ``stage`` has not finished in ``out``.
+            StageMismatchError: It is stale (rerun it, with ``force``).
         """
-        saved = self.done(stage)
+        saved = self.done(stage, force=False)
         if saved is None:
             command = stage_command(stage, base=self.base, out=self.out, size=self.cfg.size)
             raise FileNotFoundError(f"stage {stage!r} has not finished in {self.out}; run "
