@@ -454,3 +454,41 @@ def test_force_replaces_one_stage_without_losing_its_inputs(tmp_path: Path,
         _Stub(_cfg(), base="b", out=tmp_path, force=True, progress=False).run(("sample",))
     with pytest.raises(FileNotFoundError, match="relign sft"):
         _Stub(_cfg(), base="b", out=tmp_path / "empty", progress=False).run(("sample",))
+
+
+def test_set_overrides_a_preset_and_the_report_command_carries_it(tmp_path: Path) -> None:
+    import shlex
+
+    import typer
+
+    from toolguard_evals.relign.cli import parse_sets
+    from toolguard_evals.relign.run import stage_command
+
+    sets = ["dpo_lr=2e-4", "dpo_max_steps=16", 'eval_groups=["G2_category", "G1_instruction"]']
+    cfg = preset("cpu", **parse_sets(sets))
+    assert cfg.dpo_lr == 2e-4 and cfg.dpo_max_steps == 16
+    assert cfg.eval_groups == ("G2_category", "G1_instruction")
+    command = stage_command("run", base="b", out=tmp_path, size="cpu", cfg=cfg)
+    words = shlex.split(command)
+    again = [words[i + 1] for i, w in enumerate(words) if w == "--set"]
+    assert preset("cpu", **parse_sets(again)) == cfg  # the command rebuilds the same settings
+    assert "--set" not in stage_command("run", base="b", out=tmp_path, size="cpu",
+                                        cfg=preset("cpu"))
+    for bad in (["dpo_lr"], ["size=ci"], ["learning_rate=1e-4"]):
+        with pytest.raises(typer.BadParameter):
+            parse_sets(bad)
+
+
+def test_cli_refuses_a_bad_setting_before_any_stage(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    from typer.testing import CliRunner
+
+    from toolguard_evals.cli import app
+
+    result = CliRunner().invoke(app, ["relign", "run", "--out", str(tmp_path / "r"),
+                                      "--set", "dpo_lr=-1"])
+    assert result.exit_code == 2, result.output
+    assert "dpo_lr" in result.output and not (tmp_path / "r").exists()
+    unknown = CliRunner().invoke(app, ["relign", "sft", "--out", str(tmp_path / "r"),
+                                       "--set", "nope=1"])
+    assert unknown.exit_code != 0 and "nope" in unknown.output

@@ -27,6 +27,10 @@ JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the report h
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Replace finished stages whose settings or inputs changed (without it "
     "they are an error); unchanged stages are kept (delete a stage's folder to rerun it).")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override one setting of the preset, FIELD=VALUE (repeatable; VALUE is read "
+    "as JSON when it parses, e.g. --set dpo_lr=1e-4 --set eval_groups='[\"G2_category\"]'; "
+    "fields: toolguard_evals.relign.config.RelignConfig).")]
 ToolbenchOpt = Annotated[list[Path] | None, typer.Option(
     "--toolbench", help="ToolBench-format training file (repeatable).")]
 ProgressOpt = Annotated[bool, typer.Option(help="Progress bars.")]
@@ -47,9 +51,36 @@ def passive_omp_wait() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``["dpo_lr=1e-4", ...]`` as ``{"dpo_lr": 0.0001, ...}`` (values read as JSON if they parse).
+
+    Raises:
+        typer.BadParameter: An item without ``=``, or a field RelignConfig does not have.
+    """
+    import json
+
+    from toolguard_evals.relign.config import RelignConfig
+
+    out: dict[str, Any] = {}
+    for item in items or ():
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise typer.BadParameter(f"--set takes FIELD=VALUE, got {item!r}")
+        if name == "size" or name not in RelignConfig.model_fields:
+            fields = ", ".join(f for f in RelignConfig.model_fields if f != "size")
+            raise typer.BadParameter(f"--set: no setting {name!r}; settings: {fields}")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    return out
+
+
 def _run(stages: tuple[str, ...], *, base: str, out: Path, size: str, json_path: Path | None,
          force: bool, toolbench: list[Path] | None, progress: bool,
-         serve_check: bool = False, data_dir: Path | None = None) -> dict[str, Any]:
+         serve_check: bool = False, data_dir: Path | None = None,
+         sets: list[str] | None = None) -> dict[str, Any]:
     passive_omp_wait()
     try:
         import peft  # noqa: F401
@@ -66,10 +97,14 @@ def _run(stages: tuple[str, ...], *, base: str, out: Path, size: str, json_path:
 
     if size not in SIZES:
         raise typer.BadParameter(f"--size must be one of {SIZES}")
-    overrides: dict[str, Any] = {}
+    overrides = parse_sets(sets)
     if toolbench:
         overrides["toolbench_files"] = tuple(str(p) for p in toolbench)
-    cfg = preset(size, **overrides)
+    try:
+        cfg = preset(size, **overrides)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        typer.echo(f"toolguard relign: bad settings: {exc}", err=True)
+        raise typer.Exit(2) from exc
     runner = Runner(cfg, base=base, out=out, force=force, progress=progress,
                     serve_check=serve_check, data_dir=data_dir)
     try:
@@ -124,21 +159,22 @@ def run_command(base: BaseOpt = "smollm2", out: OutOpt = Path("out/relign"),
                 toolbench: ToolbenchOpt = None, progress: ProgressOpt = True,
                 serve_check: Annotated[bool, typer.Option(
                     help="In export, start `transformers serve` once and ask it a call.")]
-                = False) -> None:
+                = False, sets: SetOpt = None) -> None:
     """Every stage in order (finished stages are skipped), then the report."""
     from toolguard_evals.relign.run import STAGES
 
     _run(STAGES, base=base, out=out, size=size, json_path=json_path, force=force,
-         toolbench=toolbench, progress=progress, serve_check=serve_check)
+         toolbench=toolbench, progress=progress, serve_check=serve_check, sets=sets)
 
 
 def _stage(name: str, doc: str) -> None:
     def command(base: BaseOpt = "smollm2", out: OutOpt = Path("out/relign"),
                 size: SizeOpt = "cpu", json_path: JsonOpt = None, force: ForceOpt = False,
-                toolbench: ToolbenchOpt = None, progress: ProgressOpt = True) -> None:
+                toolbench: ToolbenchOpt = None, progress: ProgressOpt = True,
+                sets: SetOpt = None) -> None:
         stages = ("base", name) if name in ("synth", "sft") else (name,)
         _run(stages, base=base, out=out, size=size, json_path=json_path, force=force,
-             toolbench=toolbench, progress=progress)
+             toolbench=toolbench, progress=progress, sets=sets)
 
     command.__doc__ = doc
     relign_app.command(name)(command)

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from toolguard_evals.relign.config import RelignConfig
+from toolguard_evals.relign.config import RelignConfig, preset
 from toolguard_evals.relign.training import StageResult
 
 Stage = Literal["base", "synth", "sft", "sample", "dpo", "export", "eval"]
@@ -94,10 +95,19 @@ def fingerprint(cfg: RelignConfig, base: str, stage: Stage,
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def stage_command(stage: str, *, base: str, out: Path, size: str) -> str:
-    """The CLI command that runs ``stage`` alone."""
+def stage_command(stage: str, *, base: str, out: Path, size: str,
+                  cfg: RelignConfig | None = None) -> str:
+    """The CLI command that runs ``stage`` alone (with ``cfg``: its ``--set`` overrides too)."""
     sub = "run" if stage == "run" else stage
-    return f"toolguard relign {sub} --base {base} --out {out} --size {size}"
+    command = f"toolguard relign {sub} --base {base} --out {out} --size {size}"
+    if cfg is not None:
+        default = preset(cfg.size)
+        for name in type(cfg).model_fields:
+            value = getattr(cfg, name)
+            if name != "toolbench_files" and value != getattr(default, name):
+                command += f" --set {shlex.quote(f'{name}={json.dumps(value)}')}"
+        command += "".join(f" --toolbench {shlex.quote(p)}" for p in cfg.toolbench_files)
+    return command
 
 
 class Runner:
@@ -181,7 +191,7 @@ class Runner:
         folder.mkdir(parents=True, exist_ok=True)
         saved = {"stage": stage, "fingerprint": self.key(stage), "finished": time.time(),
                  "command": stage_command(stage, base=self.base, out=self.out,
-                                          size=self.cfg.size),
+                                          size=self.cfg.size, cfg=self.cfg),
                  **result.to_json()}
         (folder / "stage.json").write_text(json.dumps(saved, indent=2, default=str) + "\n",
                                            encoding="utf-8")
@@ -197,7 +207,8 @@ class Runner:
         """
         saved = self.done(stage, force=False)
         if saved is None:
-            command = stage_command(stage, base=self.base, out=self.out, size=self.cfg.size)
+            command = stage_command(stage, base=self.base, out=self.out, size=self.cfg.size,
+                                    cfg=self.cfg)
             raise FileNotFoundError(f"stage {stage!r} has not finished in {self.out}; run "
                                     f"`{command}`")
         return saved
@@ -442,7 +453,7 @@ class Runner:
                 "config": self.cfg.model_dump(mode="json"), "stages": stages,
                 "eval": evals, "eval_guarded": guarded, "total_seconds": round(total, 1),
                 "command": stage_command("run", base=self.base, out=self.out,
-                                         size=self.cfg.size),
+                                         size=self.cfg.size, cfg=self.cfg),
                 "notes": list(NOTES)}
 
 
