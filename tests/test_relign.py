@@ -18,7 +18,7 @@ from toolguard_evals.relign.chat_format import (
     tools_with_finish,
 )
 from toolguard_evals.relign.config import PRESETS, SIZES, RelignConfig, preset
-from toolguard_evals.relign.pairs import Sorted, build_pairs, classify
+from toolguard_evals.relign.pairs import Sorted, build_pairs, classify, give_up_message
 from toolguard_evals.relign.run import (
     STAGE_INPUTS,
     STAGE_SETTINGS,
@@ -282,6 +282,43 @@ def test_build_pairs_one_per_type() -> None:
         ("correct>indecisive", "G", "gold"), ("indecisive>hallucinated", "i", "sampled"),
         ("correct>hallucinated", "G", "gold")]
     assert build_pairs(rec, "P", [good, ind], gold_completion="G")[0].chosen == "c"
+
+
+def test_a_synthesized_give_up_is_only_ever_rejected_on_a_servable_prompt() -> None:
+    rec = _record("original")
+    good = Sorted("c", "correct", "")
+    hal = Sorted("h", "hallucinated", "")
+    pairs = build_pairs(rec, "P", [hal, good], give_up_completion="U")
+    assert [(p.type, p.chosen, p.rejected, p.rejected_source) for p in pairs] == [
+        ("correct>indecisive", "c", "U", "synthesized"),
+        ("correct>hallucinated", "c", "h", "sampled")]
+    # never the chosen side: no indecisive > hallucinated pair is made from it
+    assert all(p.chosen != "U" for p in pairs)
+    # a sampled give-up is preferred over the stand-in; no correct response, no pair
+    ind = Sorted("i", "indecisive", "")
+    assert [p.rejected for p in build_pairs(rec, "P", [good, ind], give_up_completion="U")
+            if p.type == "correct>indecisive"] == ["i"]
+    assert build_pairs(rec, "P", [hal], give_up_completion="U") == []
+    # with the gold standing in for the correct side, both sides are synthesized
+    both = build_pairs(rec, "P", [hal], gold_completion="G", give_up_completion="U")
+    assert (both[0].chosen, both[0].chosen_source, both[0].rejected_source) == (
+        "G", "gold", "synthesized")
+    # on a changed prompt giving up is right: the stand-in is never used there
+    for kind in ("change_tools", "talk_to_user"):
+        assert build_pairs(_record(kind), "P", [Sorted("c", "correct", ""), hal],
+                           give_up_completion="U")[0].rejected == "h"
+
+
+def test_the_synthesized_give_ups_alternate_and_are_sorted_as_giving_up() -> None:
+    rec = _record("original")
+    kinds = [give_up_message(rec, i)["tool_calls"][0]["function"]["arguments"]["return_type"]
+             for i in range(4)]
+    assert kinds == ["give_up_and_change_tools", "give_up_and_talk_to_user"] * 2
+    question = give_up_message(rec, 1)["tool_calls"][0]["function"]["arguments"]
+    assert "'city'" in question["final_answer"]  # it asks for what the request gave
+    for i in range(2):
+        text = _call("Finish", give_up_message(rec, i)["tool_calls"][0]["function"]["arguments"])
+        assert classify(rec, text).label == "indecisive"
 
 
 # ---------------------------------------------------------------------------- parsing

@@ -118,7 +118,7 @@ def test_template_renders_tools_and_splits_prompt_and_completion(tiny: tuple) ->
 def test_tiny_sft_sample_dpo_and_eval(tiny: tuple, tmp_path: Path) -> None:
     from toolguard_evals.relign.dpo import run_dpo
     from toolguard_evals.relign.models import load_model
-    from toolguard_evals.relign.pairs import sample_pairs
+    from toolguard_evals.relign.pairs import classify, sample_pairs
     from toolguard_evals.relign.sft import run_sft, sft_examples
 
     folder, tok = tiny
@@ -139,10 +139,17 @@ def test_tiny_sft_sample_dpo_and_eval(tiny: tuple, tmp_path: Path) -> None:
     model = load_model(sft.extra["merged"])
     pairs, rows, report = sample_pairs(model, tok, [r for r in records if r.split == "dpo"],
                                        k=2, temperature=1.0, max_new_tokens=8, seed=0,
-                                       fill_gold=True, progress=False)
+                                       fill_gold=True, fill_give_up=True, progress=False)
     assert report.samples == 4 and len(rows) == 4
     # a random model's samples are never correct: the synthesized target stands in
     assert pairs and all(p.chosen_source == "gold" for p in pairs if p.type.startswith("correct"))
+    # on the servable prompt a synthesized give-up, in the model's own format, is rejected
+    by_id = {r.id: r for r in records}
+    stand_ins = [p for p in pairs if p.rejected_source == "synthesized"]
+    assert len(stand_ins) == report.rejected_synthesized >= 1
+    for p in stand_ins:
+        assert by_id[p.record_id].kind == "original" and p.type == "correct>indecisive"
+        assert classify(by_id[p.record_id], p.rejected, eos=tok.eos_token).label == "indecisive"
     dpo = run_dpo(cfg, model_path=sft.extra["merged"], tokenizer_path=folder, pairs=pairs,
                   out_dir=tmp_path / "dpo")
     assert dpo.steps == 1 and dpo.loss_start is not None and math.isfinite(dpo.loss_start)

@@ -63,6 +63,9 @@ class RelignConfig(BaseModel):
         fill_gold: When no sampled response is ``correct``, use the synthesized target as
             the chosen response (counted separately in the report); the paper uses sampled
             responses only.
+        fill_give_up: Its mirror: on an unchanged prompt where no sampled response gave
+            up, a synthesized give-up is the rejected side of correct > indecisive, so
+            DPO also learns to call where a tool serves (the paper: sampled only).
         dpo_epochs / dpo_lr / dpo_batch / dpo_beta: DPO epochs, learning rate, per-device
             batch (pairs), and the KL weight beta.
         dpo_max_steps: Stop DPO after this many optimizer steps (``None``: the epochs).
@@ -101,6 +104,7 @@ class RelignConfig(BaseModel):
     temperature: float = Field(0.7, gt=0)
     max_new_tokens: int = Field(96, ge=8)
     fill_gold: bool = True
+    fill_give_up: bool = False
     dpo_epochs: float = Field(1.0, gt=0)
     dpo_lr: float = Field(5e-5, gt=0)
     dpo_batch: int = Field(1, ge=1)

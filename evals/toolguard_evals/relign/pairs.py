@@ -23,6 +23,17 @@ knows about the prompt:
   never paired; so is a call cut off unfinished at ``max_new_tokens`` (the sampling
   budget's doing, not the model's: labelling it a format hallucination would teach DPO to
   prefer short calls).
+
+Two fills stand in for a missing side (both off in the paper's preset, which pairs
+sampled responses only):
+
+- ``fill_gold``: no sample is correct, so the synthesized target is the chosen response;
+- ``fill_give_up``, its mirror: on an unchanged prompt where no sample gave up, a
+  synthesized give-up (ChangeTools and TalkToUser in turn, the question naming the gold
+  call's arguments) is the rejected side of correct > indecisive.  Without it, pairs that
+  prefer a call over giving up come only from the rare servable prompts where the SFT
+  model gave up, while every changed prompt teaches a give-up over a call, and DPO learns
+  to give up on everything.
 """
 
 from __future__ import annotations
@@ -37,7 +48,14 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.tool import invalid_tool_call, tool_call
 
 from toolguard import Guard
-from toolguard_evals.relign.chat_format import RETURN_TYPE, ParsedResponse, parse_completion
+from toolguard_evals.relign.chat_format import (
+    CHANGE_TOOLS_ANSWER,
+    RETURN_TYPE,
+    ParsedResponse,
+    finish_message,
+    parse_completion,
+    talk_to_user_answer,
+)
 from toolguard_evals.relign.chat_model import PromptCache
 from toolguard_evals.relign.synth import SynthRecord
 
@@ -73,6 +91,8 @@ class Pair:
         record_id: The synthesized record the prompt came from.
         chosen_source: ``sampled``, or ``gold`` when the synthesized target stood in for a
             missing correct sample (``fill_gold``).
+        rejected_source: ``sampled``, or ``synthesized`` when a synthesized give-up stood
+            in for a missing indecisive sample (``fill_give_up``).
     """
 
     prompt: str
@@ -81,6 +101,7 @@ class Pair:
     type: PairType
     record_id: str
     chosen_source: Literal["sampled", "gold"] = "sampled"
+    rejected_source: Literal["sampled", "synthesized"] = "sampled"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,7 +171,8 @@ def _classify_calls(record: SynthRecord, text: str, parsed: ParsedResponse) -> S
 
 
 def build_pairs(record: SynthRecord, prompt: str, responses: Sequence[Sorted], *,
-                gold_completion: str | None = None) -> list[Pair]:
+                gold_completion: str | None = None,
+                give_up_completion: str | None = None) -> list[Pair]:
     """At most one pair per preference type from ``responses`` (first of each label).
 
     Args:
@@ -159,6 +181,9 @@ def build_pairs(record: SynthRecord, prompt: str, responses: Sequence[Sorted], *
         responses: Sorted samples, in sampling order (duplicates count once).
         gold_completion: When given and no response is ``correct``, it is the chosen
             response (``chosen_source="gold"``).
+        give_up_completion: On an ``original`` record only: when given and no response is
+            ``indecisive``, it is the rejected side of correct > indecisive
+            (``rejected_source="synthesized"``); it never stands as a chosen response.
     """
     first: dict[str, Sorted] = {}
     for r in responses:
@@ -175,7 +200,30 @@ def build_pairs(record: SynthRecord, prompt: str, responses: Sequence[Sorted], *
                               rejected=first[bad].text, type=ptype, record_id=record.id,
                               chosen_source=chosen_source if good == "correct"
                               else "sampled"))
+    if (give_up_completion is not None and record.kind == "original"
+            and "indecisive" not in first and "correct" in first
+            and first["correct"].text != give_up_completion):
+        pairs.insert(0, Pair(prompt=prompt, chosen=first["correct"].text,
+                             rejected=give_up_completion, type="correct>indecisive",
+                             record_id=record.id, chosen_source=chosen_source,
+                             rejected_source="synthesized"))
     return pairs
+
+
+def give_up_message(record: SynthRecord, turn: int) -> dict[str, Any]:
+    """The synthesized give-up on ``record``'s prompt (``fill_give_up``).
+
+    Args:
+        record: An ``original`` record (its gold call names the arguments asked for).
+        turn: Alternates the two give-ups: even ChangeTools, odd TalkToUser.
+
+    Returns:
+        The assistant turn calling ``Finish`` (Hugging Face chat dict).
+    """
+    if turn % 2 == 0:
+        return finish_message("change_tools", CHANGE_TOOLS_ANSWER)
+    asked = list(((record.gold or {}).get("arguments") or {}).keys())
+    return finish_message("talk_to_user", talk_to_user_answer(asked or ["more details"]))
 
 
 @dataclass(slots=True)
@@ -188,6 +236,7 @@ class SampleReport:
     labels_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
     pairs: dict[str, int] = field(default_factory=dict)
     chosen_from_gold: int = 0
+    rejected_synthesized: int = 0
     seconds: float = 0.0
 
 
@@ -241,8 +290,12 @@ def cut_turn(text: str, eos: str | None) -> str:
 
 def sample_pairs(model: Any, tokenizer: Any, records: Sequence[SynthRecord], *, k: int,
                  temperature: float, max_new_tokens: int, seed: int, fill_gold: bool,
-                 progress: bool = True) -> tuple[list[Pair], list[dict[str, Any]], SampleReport]:
+                 fill_give_up: bool = False, progress: bool = True,
+                 ) -> tuple[list[Pair], list[dict[str, Any]], SampleReport]:
     """Sample ``k`` responses per record prompt, sort them, build the pairs.
+
+    ``fill_gold`` / ``fill_give_up``: the stand-ins of the module docstring (the give-ups
+    alternate over the ``original`` records in order).
 
     Returns:
         ``(pairs, samples, report)``; ``samples`` are ``{"record_id", "text", "label",
@@ -259,6 +312,7 @@ def sample_pairs(model: Any, tokenizer: Any, records: Sequence[SynthRecord], *, 
     rows: list[dict[str, Any]] = []
     labels: Counter[str] = Counter()
     by_kind: dict[str, Counter[str]] = {}
+    originals = 0
     with Progress("sampling", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=not progress) as bar:
         task = bar.add_task("sampling", total=len(records))
@@ -276,13 +330,20 @@ def sample_pairs(model: Any, tokenizer: Any, records: Sequence[SynthRecord], *, 
                              "label": s.label, "reason": s.reason})
             gold = (prompt_and_completion(tokenizer, record.messages[:3], record.tools)[1]
                     if fill_gold else None)
-            made = build_pairs(record, prompt, sorted_, gold_completion=gold)
-            pairs += made
+            give_up = None
+            if fill_give_up and record.kind == "original":
+                give_up = prompt_and_completion(
+                    tokenizer, [*record.prompt, give_up_message(record, originals)],
+                    record.tools)[1]
+                originals += 1
+            pairs += build_pairs(record, prompt, sorted_, gold_completion=gold,
+                                 give_up_completion=give_up)
             bar.advance(task)
     report.samples = sum(labels.values())
     report.labels = dict(labels)
     report.labels_by_kind = {k: dict(v) for k, v in by_kind.items()}
     report.pairs = dict(Counter(p.type for p in pairs))
     report.chosen_from_gold = sum(p.chosen_source == "gold" for p in pairs)
+    report.rejected_synthesized = sum(p.rejected_source == "synthesized" for p in pairs)
     report.seconds = round(time.perf_counter() - started, 1)
     return pairs, rows, report

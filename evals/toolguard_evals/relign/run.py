@@ -66,7 +66,8 @@ STAGE_SETTINGS: Final[dict[Stage, tuple[str, ...]]] = {
     "synth": ("seed", "bfcl_sources", "toolbench_files", "sft_examples", "dpo_prompts",
               "ratios", "answer_share", "max_length"),
     "sft": (*_TRAINING, "sft_epochs", "sft_lr", "sft_batch", "sft_max_steps"),
-    "sample": ("seed", "samples_per_prompt", "temperature", "max_new_tokens", "fill_gold"),
+    "sample": ("seed", "samples_per_prompt", "temperature", "max_new_tokens", "fill_gold",
+               "fill_give_up"),
     "dpo": (*_TRAINING, "dpo_epochs", "dpo_lr", "dpo_batch", "dpo_beta", "dpo_max_steps"),
     "export": (),
     "eval": ("eval_per_file", "eval_groups", "eval_bfcl", "eval_max_steps", "eval_backend",
@@ -311,6 +312,7 @@ class Runner:
                                         temperature=self.cfg.temperature,
                                         max_new_tokens=self.cfg.max_new_tokens,
                                         seed=self.cfg.seed, fill_gold=self.cfg.fill_gold,
+                                        fill_give_up=self.cfg.fill_give_up,
                                         progress=self.progress)
         folder = self.out / "sample"
         folder.mkdir(parents=True, exist_ok=True)
@@ -321,6 +323,7 @@ class Runner:
                            extra={"labels": rep.labels, "labels_by_kind": rep.labels_by_kind,
                                   "pairs": rep.pairs, "pairs_total": len(pairs),
                                   "chosen_from_gold": rep.chosen_from_gold,
+                                  "rejected_synthesized": rep.rejected_synthesized,
                                   "samples_per_prompt": self.cfg.samples_per_prompt})
 
     def _dpo(self) -> StageResult:
