@@ -36,6 +36,7 @@ from toolguard.errors import ConfigurationError
 from toolguard.guard import Guard
 from toolguard.middleware import (
     GuardMiddleware,
+    IndecisiveActionsMiddleware,
     KGResolveMiddleware,
     LoopGuardMiddleware,
     PrecheckMiddleware,
@@ -162,6 +163,7 @@ def create_guarded_agent(
     kg: KGResolveMiddleware | None = None,
     loop: AgentMiddleware[Any, Any, Any] | Literal["default"] | None = "default",
     middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
+    indecisive_actions: bool = False,
     **guard_options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """``create_agent(model, tools, middleware=[...toolguard...])``.
@@ -193,6 +195,9 @@ def create_guarded_agent(
         kg: A configured :class:`~toolguard.KGResolveMiddleware`, or ``None``.
         loop: A loop-guard middleware, ``"default"`` or ``None``.
         middleware: More middleware, placed before the guard.
+        indecisive_actions: ``model`` is Relign-tuned (``toolguard relign run``): add
+            :class:`~toolguard.IndecisiveActionsMiddleware` after the guard (innermost), so
+            its ``Finish`` ends the turn as ``ask_user`` / ``no_suitable_tool``.
         **guard_options: Keyword options for :class:`~toolguard.guard.Guard`.
 
     Returns:
@@ -207,6 +212,8 @@ def create_guarded_agent(
                                precheck_model=precheck_model, kg=kg, loop=loop,
                                **guard_options)
     stack[-1:-1] = list(middleware)
+    if indecisive_actions:
+        stack.append(IndecisiveActionsMiddleware())
     return create_agent(model, list(tools), system_prompt=system_prompt, middleware=stack,
                         checkpointer=checkpointer, store=store, name="guarded_agent")
 

@@ -90,6 +90,32 @@ def test_guarded_precheck_abstains_before_the_model(rtb: dict[str, Case]) -> Non
     assert failed.error is not None and "IndexError" in failed.error
 
 
+def _finish(rtype: str, text: str) -> AIMessage:
+    return call("Finish", return_type=rtype, final_answer=text)
+
+
+@pytest.mark.parametrize(("rtype", "label"), [("give_up_and_talk_to_user", "ask_user"),
+                                              ("give_up_and_change_tools", "no_suitable_tool")])
+def test_a_relign_models_finish_reads_as_its_indecisive_action(
+        rtb: dict[str, Case], rtype: str, label: str) -> None:
+    # no "?" in the text: without the Finish tool, the text reading would say otherwise
+    text = "I cannot go on with these tools and this request."
+    implicit, error = implicit_decide(ScriptedChatModel(script=[_finish(rtype, text)]),
+                                      rtb[MISSING], finish_tool=True)
+    assert (implicit, error) == (label, None)
+    out = guarded_decide(ScriptedChatModel(script=[_finish(rtype, text)]), rtb[MISSING],
+                         finish_tool=True)
+    assert (out.label, out.source, out.executed) == (label, "toolguard", [])
+    # unbound, the same answer is a call to a tool the case lacks: proceed
+    assert implicit_decide(ScriptedChatModel(script=[_finish(rtype, text)]),
+                           rtb[MISSING])[0] == "proceed"
+
+
+def test_finish_tool_is_refused_where_the_model_is_not_the_agent(rtb: dict[str, Case]) -> None:
+    with pytest.raises(ValueError, match="finish_tool"):
+        run([rtb[FEASIBLE]], mode="zero_shot", model=ScriptedChatModel(), finish_tool=True)
+
+
 def test_run_guarded_reports_outcomes_and_hallucinated_calls(rtb: dict[str, Case]) -> None:
     cases = [rtb[FEASIBLE], rtb[MISSING], rtb[UNMATCHED]]
     script = [call("transfermarkt_search_for_theclique", name="Messi"),
@@ -210,3 +236,6 @@ def test_cli_eval_abstain_takes_parts(tmp_path: Path) -> None:
         "mail", "shop", "helpdesk", "stocks", "repo"}
     bad = CliRunner().invoke(app, ["eval", "abstain", "--mode", "guarded_later"])
     assert bad.exit_code != 0 and "mode must be one of" in bad.output
+    finish = CliRunner().invoke(app, ["eval", "abstain", "--finish-tool"])
+    assert finish.exit_code != 0 and "--finish-tool is for --mode" in finish.output
+    assert report["finish_tool"] is False

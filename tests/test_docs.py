@@ -7,6 +7,7 @@ import pytest
 import toolguard.guard
 import toolguard.middleware
 import toolguard.middleware.guard
+import toolguard.middleware.indecisive
 import toolguard.middleware.kg
 import toolguard.middleware.precheck
 import toolguard.retry
@@ -14,7 +15,8 @@ import toolguard.retry
 
 @pytest.mark.parametrize("module", [toolguard.guard, toolguard.middleware.retry, toolguard.retry,
                                     toolguard.middleware.guard, toolguard.middleware.kg,
-                                    toolguard.middleware.precheck])
+                                    toolguard.middleware.precheck,
+                                    toolguard.middleware.indecisive])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.failed == 0

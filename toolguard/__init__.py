@@ -11,6 +11,8 @@ Middleware for LangChain v1 ``create_agent`` (the primary surface; :mod:`toolgua
   through a per-user knowledge graph (FamilyTool / KGETool).
 - :class:`LoopGuardMiddleware`: stops agents that repeat failing calls or oscillate.
 - :class:`RetryControllerMiddleware`: bounded retry -> skip -> finish (CRITICTOOL).
+- :class:`IndecisiveActionsMiddleware`: serves a Relign-tuned model: its ``Finish``
+  (TalkToUser, ChangeTools) becomes toolguard's ``ask_user`` / ``no_suitable_tool``.
 
 The engines under them, usable on their own: :class:`Guard`, :class:`Precheck`,
 :class:`RetryController` (with a :class:`RetryPolicy`), :class:`LoopGuard`,
@@ -41,6 +43,7 @@ from toolguard.kg import KGStore
 from toolguard.loop import LoopGuard
 from toolguard.middleware import (
     GuardMiddleware,
+    IndecisiveActionsMiddleware,
     KGResolveMiddleware,
     LoopGuardMiddleware,
     PrecheckMiddleware,
@@ -60,6 +63,7 @@ __all__ = [
     "Evidence",
     "Guard",
     "GuardMiddleware",
+    "IndecisiveActionsMiddleware",
     "InputError",
     "KGError",
     "KGResolveMiddleware",

@@ -36,6 +36,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from toolguard.context import message_text
+from toolguard.middleware import indecisive
 from toolguard.precheck import (
     LLM_MODES,
     MARK_KEY,
@@ -267,8 +268,13 @@ def implicit_label(answer: BaseMessage) -> PrecheckLabel:
     return "ask_user" if "?" in message_text(answer) else "no_suitable_tool"
 
 
-def implicit_decide(model: BaseChatModel, case: Case) -> tuple[PrecheckLabel, str | None]:
+def implicit_decide(model: BaseChatModel, case: Case, *,
+                    finish_tool: bool = False) -> tuple[PrecheckLabel, str | None]:
     """Run the agent model with the case's tools bound; a tool call is ``proceed``.
+
+    With ``finish_tool`` (a Relign-tuned model), RelyToolBench's ``Finish`` is bound too
+    and read as :class:`~toolguard.IndecisiveActionsMiddleware` reads it: TalkToUser is
+    ``ask_user``, ChangeTools ``no_suitable_tool``, another ``Finish`` its text.
 
     Returns:
         The label and ``None``, or ``("proceed", error)`` when the model call raised (no
@@ -278,10 +284,18 @@ def implicit_decide(model: BaseChatModel, case: Case) -> tuple[PrecheckLabel, st
     msgs = list(case.messages)
     if not any(isinstance(m, SystemMessage) for m in msgs):
         msgs = [SystemMessage(IMPLICIT_SYSTEM), *msgs]
+    tools = [_openai_tool(t) for t in case.tools]
+    if finish_tool:
+        tools.append({"type": "function", "function": indecisive.finish_tool()})
     try:
-        answer = model.bind_tools([_openai_tool(t) for t in case.tools]).invoke(msgs)
+        answer = model.bind_tools(tools).invoke(msgs)
     except Exception as exc:  # an endpoint error is no abstention; reported as a failure
         return "proceed", f"{type(exc).__name__}: {exc}"
+    if finish_tool and isinstance(answer, AIMessage):
+        answer, _ = indecisive.resolve_finish(answer)
+        mark = (answer.response_metadata or {}).get(MARK_KEY)
+        if isinstance(mark, str) and mark in _MARK_LABELS:
+            return _MARK_LABELS[mark], None
     return implicit_label(answer), None
 
 
@@ -346,7 +360,8 @@ def stub_tools(case: Case, executed: list[dict[str, Any]]) -> list[Any]:
 
 def guarded_decide(model: BaseChatModel, case: Case, *,
                    precheck: Literal["deterministic"] | None = None,
-                   max_steps: int = GUARDED_MAX_STEPS) -> AgentOutcome:
+                   max_steps: int = GUARDED_MAX_STEPS,
+                   finish_tool: bool = False) -> AgentOutcome:
     """Run the case through the README's stack around ``model`` (one user turn).
 
     :func:`toolguard_graphs.create_guarded_agent` (``RetryControllerMiddleware``,
@@ -360,7 +375,8 @@ def guarded_decide(model: BaseChatModel, case: Case, *,
     :func:`implicit_label`); the model's text answer as in :func:`implicit_label`; a run
     that hit the graph's recursion limit with nothing run is ``no_suitable_tool`` (nothing
     ran and nothing was asked).  A run that raised is ``proceed`` with ``error`` set (no
-    abstention was shown).
+    abstention was shown).  ``finish_tool``: a Relign-tuned model, served with
+    :class:`~toolguard.IndecisiveActionsMiddleware` (``indecisive_actions=True``).
     """
     from langgraph.errors import GraphRecursionError
 
@@ -372,7 +388,8 @@ def guarded_decide(model: BaseChatModel, case: Case, *,
     try:
         graph = create_guarded_agent(
             model, stub_tools(case, executed), system_prompt=system, ask_user="end",
-            precheck=precheck, max_refused_steps=max_steps - 1)
+            precheck=precheck, max_refused_steps=max_steps - 1,
+            indecisive_actions=finish_tool)
         out = graph.invoke({"messages": msgs}, {"recursion_limit": 16 * max_steps + 16})
     except GraphRecursionError:
         return AgentOutcome("proceed" if executed else "no_suitable_tool", "limit",
@@ -423,7 +440,7 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         missing_info: MissingInfoPolicy = "vague", progress: bool = False,
         verifier: str | Path | None = None,
         thresholds: dict[str, float] | None = None,
-        backend: Backend = "torch") -> dict[str, Any]:
+        backend: Backend = "torch", finish_tool: bool = False) -> dict[str, Any]:
     """Run the pre-check (or the implicit evaluation) on every case and score it.
 
     The cases run through :func:`toolguard_evals.runner.map_cases`, one after another in
@@ -451,15 +468,21 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
             (default: the folder's ``calibration.json``, else the library's defaults).
         backend: ``learned``: where the verifier's encoders run (``LearnedVerifier``'s
             ``backend``); one verifier instance serves every case.
+        finish_tool: ``implicit`` and the guarded modes: ``model`` is Relign-tuned; offer
+            it ``Finish`` (:func:`implicit_decide`, :func:`guarded_decide`).
 
     Raises:
         ValueError: For an unknown mode, an LLM/implicit mode without ``model``, or
-            duplicate case ids.
+            duplicate case ids, or ``finish_tool`` with a mode that does not run the
+            model as the agent.
     """
     if mode not in EVAL_MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {list(EVAL_MODES)}")
     if mode not in MODEL_FREE_MODES and model is None:
         raise ValueError(f"mode {mode!r} needs a chat model")
+    if finish_tool and mode not in AGENT_MODES:
+        raise ValueError(f"finish_tool is for the modes where the model is the agent "
+                         f"({', '.join(AGENT_MODES)}), not {mode!r}")
     learned: dict[str, Any] = {}
     options: dict[str, Any] = {}
     if mode == "learned":
@@ -483,12 +506,13 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
     def _decide(case: Case) -> dict[str, Any]:
         if mode == "implicit":
             assert model is not None
-            label, error = implicit_decide(model, case)
+            label, error = implicit_decide(model, case, finish_tool=finish_tool)
             return {"label": label, "error": error, "decision": None}
         if mode == "guarded" or mode == "guarded_precheck":
             assert model is not None
             o = guarded_decide(model, case,
-                               precheck="deterministic" if mode == "guarded_precheck" else None)
+                               precheck="deterministic" if mode == "guarded_precheck" else None,
+                               finish_tool=finish_tool)
             return {"label": o.label, "error": o.error, "decision": None, "agent": o}
         d = Precheck(case.tools, mode=mode, model=None if mode == "learned" else model,
                      relevance=relevance, missing_info=missing_info,
@@ -663,7 +687,8 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
          data_dir: str | Path | None = None, json_path: str | Path | None = None,
          limit: int | None = None, quiet: bool = False, verifier: str | Path | None = None,
          thresholds: dict[str, float] | None = None,
-         backend: Backend = "torch", parts: Sequence[str] | None = None) -> dict[str, Any]:
+         backend: Backend = "torch", parts: Sequence[str] | None = None,
+         finish_tool: bool = False) -> dict[str, Any]:
     """Evaluate on ``dataset`` (``parts``: :func:`load_cases`); print the table, write JSON.
 
     Raises:
@@ -672,12 +697,13 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
     cases = load_cases(dataset, data_dir=data_dir, limit=limit, parts=parts)
     report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info,
                  progress=not quiet, verifier=verifier, thresholds=thresholds,
-                 backend=backend)
+                 backend=backend, finish_tool=finish_tool)
     report["dataset"] = dataset
     report["parts"] = list(parts) if parts else None
     report["limit"] = limit
     report["relevance"] = relevance
     report["missing_info"] = missing_info
+    report["finish_tool"] = finish_tool
     if not quiet:
         print_table(report)
     if json_path:

@@ -494,6 +494,12 @@ def eval_abstain(
         str, typer.Option(help="learned: torch, onnx or onnx-int8 (the folder's export "
                                "from `toolguard verifier export-onnx [--int8]`).")
     ] = "torch",
+    finish_tool: Annotated[
+        bool, typer.Option(help="implicit / guarded modes with a Relign-tuned model "
+                                "(`toolguard relign run`): offer it RelyToolBench's Finish; "
+                                "its TalkToUser / ChangeTools read as ask_user / "
+                                "no_suitable_tool (IndecisiveActionsMiddleware).")
+    ] = False,
 ) -> None:
     """Abstain (ICT) eval: accuracy/F1 per subset (abstain = positive class), three-way.
 
@@ -514,9 +520,14 @@ def eval_abstain(
 
     if backend not in BACKENDS:
         raise typer.BadParameter(f"backend must be one of {', '.join(BACKENDS)}")
+    from toolguard_evals.abstain import AGENT_MODES
+
+    if finish_tool and mode not in AGENT_MODES:
+        raise typer.BadParameter(f"--finish-tool is for --mode {', '.join(AGENT_MODES)}")
     kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
                                  "limit": limit, "relevance": relevance,
-                                 "missing_info": missing_info, "parts": part}
+                                 "missing_info": missing_info, "parts": part,
+                                 "finish_tool": finish_tool}
     if mode == "learned":
         given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
         main(dataset, verifier=verifier,  # type: ignore[arg-type]

@@ -9,6 +9,8 @@
 - :class:`LoopGuardMiddleware`: the same failing call again, oscillation, calls that bring
   nothing new: a nudge, then a stop.
 - :class:`RetryControllerMiddleware`: retry -> skip -> finish (CRITICTOOL).
+- :class:`IndecisiveActionsMiddleware`: a Relign-tuned model's ``Finish`` (TalkToUser,
+  ChangeTools) as toolguard's ``ask_user`` / ``no_suitable_tool`` outcomes.
 
 Order in ``create_agent(..., middleware=[...])``: ``before_*`` hooks run in list order,
 ``after_*`` hooks in reverse, ``wrap_*`` hooks nest with the first outermost.  The
@@ -20,6 +22,7 @@ the model's calls first, before the loop guard and any human review listed earli
 """
 
 from toolguard.middleware.guard import GuardMiddleware, GuardMiddlewareState, not_answered_by_guard
+from toolguard.middleware.indecisive import IndecisiveActionsMiddleware
 from toolguard.middleware.kg import KGResolveMiddleware
 from toolguard.middleware.loop import LoopGuardMiddleware, LoopGuardState
 from toolguard.middleware.precheck import PrecheckMiddleware, PrecheckMiddlewareState
@@ -28,6 +31,7 @@ from toolguard.middleware.retry import RetryControllerMiddleware, RetryControlle
 __all__ = [
     "GuardMiddleware",
     "GuardMiddlewareState",
+    "IndecisiveActionsMiddleware",
     "KGResolveMiddleware",
     "LoopGuardMiddleware",
     "LoopGuardState",

@@ -50,6 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolguard.context import message_text
 from toolguard.guard import Guard
+from toolguard.middleware.indecisive import RETURN_TYPES as _TOOLGUARD_RETURN_TYPES
+from toolguard.middleware.indecisive import finish_tool
 from toolguard_evals.prompts import load_prompt
 from toolguard_evals.relytoolbench.data import RtbCase
 
@@ -61,6 +63,7 @@ FORMATS: tuple[AgentFormat, ...] = get_args(AgentFormat)
 ReturnType = Literal["give_answer", "give_up_and_restart", "give_up_and_change_tools",
                      "give_up_and_talk_to_user"]
 RETURN_TYPES: tuple[ReturnType, ...] = get_args(ReturnType)
+assert RETURN_TYPES == _TOOLGUARD_RETURN_TYPES  # one Finish, served and evaluated
 EndReason = Literal["give_answer", "give_up_and_restart", "give_up_and_change_tools",
                     "give_up_and_talk_to_user", "guard_ask_user", "guard_change_tools",
                     "max_steps", "model_error"]
@@ -79,17 +82,6 @@ REACT_FORMAT = "Your output should follow this format:\nThought:\nAction:\nActio
 REACT_NUDGE = ("Your reply had no action. Reply in the format\nThought: ...\nAction: "
                "<function name>\nAction Input: <JSON arguments>\nand call Finish at the end.")
 NATIVE_NUDGE = "Continue: call a function, and call Finish at the end."
-FINISH_DESCRIPTION = (
-    "If you believe that you have obtained a result that can answer the task, please call "
-    "this function to provide the final answer. Alternatively, if you recognize that you are "
-    "unable to proceed with the task in the current state or current tools cannot satisfy the "
-    "user's query or you need to ask the user questions to obtain certain essential "
-    "information required to complete the task, call this function to restart or change "
-    "tools or talk to user. Remember: you must ALWAYS call this function at the end of your "
-    "attempt, and the only part that will be shown to the user is the final answer, so it "
-    "should contain sufficient information."
-)
-"""``Finish``'s description, verbatim from the authors' ``rapidapi_multithread.py``."""
 
 
 class Step(BaseModel):
@@ -195,23 +187,12 @@ def toolbench_function(case: RtbCase, name: str) -> dict[str, Any]:
 
 
 def finish_function() -> dict[str, Any]:
-    """``Finish`` as the authors' ``rapidapi_multithread.py`` defines it."""
-    return {
-        "name": "Finish",
-        "description": FINISH_DESCRIPTION,
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "return_type": {"type": "string", "enum": list(RETURN_TYPES)},
-                "final_answer": {
-                    "type": "string",
-                    "description": "The final answer you want to give the user. You should "
-                    "have this field if \"return_type\"==\"give_answer\"",
-                },
-            },
-            "required": ["return_type"],
-        },
-    }
+    """``Finish`` as the authors' ``rapidapi_multithread.py`` defines it.
+
+    The description is verbatim; it is :func:`toolguard.middleware.indecisive.finish_tool`,
+    the one served to a Relign-tuned model.
+    """
+    return finish_tool()
 
 
 def functions(case: RtbCase) -> list[dict[str, Any]]:
