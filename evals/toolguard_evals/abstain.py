@@ -285,7 +285,8 @@ def implicit_decide(model: BaseChatModel, case: Case, *,
     if not any(isinstance(m, SystemMessage) for m in msgs):
         msgs = [SystemMessage(IMPLICIT_SYSTEM), *msgs]
     tools = [_openai_tool(t) for t in case.tools]
-    if finish_tool:
+    if finish_tool and all(t["function"]["name"] != indecisive.FINISH for t in tools):
+        # as the middleware: a case tool named Finish is the case's, not offered twice
         tools.append({"type": "function", "function": indecisive.finish_tool()})
     try:
         answer = model.bind_tools(tools).invoke(msgs)
