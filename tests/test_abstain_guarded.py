@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from conftest import RTB_DIR
 from langchain_core.caches import BaseCache
+from langchain_core.cross_encoders import BaseCrossEncoder
 from langchain_core.messages import AIMessage
 
+from toolguard.precheck import Precheck
 from toolguard.testing import ScriptedChatModel
 from toolguard_evals.abstain import (
     HELD_BACK,
@@ -88,6 +90,43 @@ def test_guarded_precheck_abstains_before_the_model(rtb: dict[str, Case]) -> Non
     failed = guarded_decide(model, rtb[UNMATCHED])  # without it the model is asked
     assert failed.source == "error" and failed.label == "proceed"
     assert failed.error is not None and "IndexError" in failed.error
+
+
+class ConstantScores(BaseCrossEncoder):
+    """A learned pre-check's verifier that scores every pair ``value`` (a stand-in)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+        self.pairs = 0
+
+    def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+        self.pairs += len(text_pairs)
+        return [self.value] * len(text_pairs)
+
+
+def test_guarded_precheck_takes_a_learned_precheck(rtb: dict[str, Case]) -> None:
+    case = rtb[FEASIBLE]
+    # no tool fits (every fit score 0): the pre-check ends the turn, the model is not asked
+    low = ConstantScores(0.0)
+    model = ScriptedChatModel(script=[])
+    out = guarded_decide(model, case, precheck=Precheck(case.tools, mode="learned",
+                                                        verifier=low))
+    assert (out.label, out.source, out.mark, out.model_calls) == (
+        "no_suitable_tool", "toolguard", "no_suitable_tool", 0)
+    assert low.pairs > 0 and model.position == 0
+    # every tool fits and every value is given: the model acts and its call runs
+    high = ConstantScores(1.0)
+    out = guarded_decide(ScriptedChatModel(script=[
+        call("transfermarkt_search_for_theclique", name="Messi")]), case,
+        precheck=Precheck(case.tools, mode="learned", verifier=high))
+    assert (out.label, out.source, out.model_calls) == ("proceed", "executed", 1)
+    assert high.pairs > 0
+
+
+def test_a_verifier_is_refused_by_modes_that_do_not_read_it(rtb: dict[str, Case]) -> None:
+    with pytest.raises(ValueError, match="learned and guarded_precheck"):
+        run([rtb[FEASIBLE]], mode="guarded", model=ScriptedChatModel(script=[]),
+            verifier=Path("unused"))
 
 
 def _finish(rtype: str, text: str) -> AIMessage:

@@ -126,6 +126,26 @@ def test_learned_abstain_report_reads_the_calibrated_thresholds(trained: Path) -
     assert report["by_split"]["eval"]["n"] == sum(case_split(c) == "eval" for c in cases) == 6
 
 
+def test_the_guarded_agent_behind_the_learned_precheck(trained: Path) -> None:
+    from langchain_core.messages import AIMessage
+
+    from toolguard.testing import ScriptedChatModel
+
+    cases = [c for c in load_relytoolbench(limit=1) if c.id.startswith("G1")]
+    model = ScriptedChatModel(script=[AIMessage("Which one do you mean?")] * len(cases))
+    report = run(cases, mode="guarded_precheck", model=model, verifier=trained)
+    calibration = json.loads((trained / "calibration.json").read_text(encoding="utf-8"))
+    assert report["learned"]["fit_threshold"] == calibration["tool_fit"]["threshold"]
+    assert report["learned"]["verifier"] == str(trained)
+    # every case ended either at the learned pre-check (the model not asked) or with the
+    # model's question, and the agent's counts say which
+    sources = report["agent"]["sources"]
+    assert sum(sources.values()) == len(cases) == 3
+    assert model.position == sources.get("text", 0)
+    assert report["agent"]["marks"].get("no_suitable_tool", 0) + report["agent"]["marks"].get(
+        "ask_user", 0) == sources.get("toolguard", 0)
+
+
 def test_three_way_scores_by_hand() -> None:
     cases = [c for c in load_relytoolbench(limit=1) if c.id.startswith("G1")]
     assert [c.expected for c in cases] == ["proceed", "ask_user", "no_suitable_tool"]

@@ -19,8 +19,9 @@ answer an abstain); ``guarded`` (the same model as an agent with the README's st
 :func:`toolguard_graphs.create_guarded_agent`: ``GuardMiddleware`` turns a call with
 values nobody gave into a question, a call no tool fits into "change tools"; a call that
 reaches a tool is ``proceed``) and ``guarded_precheck`` (that stack after
-``PrecheckMiddleware()``, deterministic).  Every report counts ``hallucinated_calls``:
-cases that expect an abstain but would run a call, a call that matches no gold.
+``PrecheckMiddleware()``: deterministic, or learned when a verifier is given).  Every report
+counts ``hallucinated_calls``: cases that expect an abstain but would run a call, a call
+that matches no gold.
 """
 
 from __future__ import annotations
@@ -360,24 +361,26 @@ def stub_tools(case: Case, executed: list[dict[str, Any]]) -> list[Any]:
 
 
 def guarded_decide(model: BaseChatModel, case: Case, *,
-                   precheck: Literal["deterministic"] | None = None,
+                   precheck: Literal["deterministic"] | Precheck | None = None,
                    max_steps: int = GUARDED_MAX_STEPS,
                    finish_tool: bool = False) -> AgentOutcome:
     """Run the case through the README's stack around ``model`` (one user turn).
 
     :func:`toolguard_graphs.create_guarded_agent` (``RetryControllerMiddleware``,
-    ``LoopGuardMiddleware``, ``GuardMiddleware`` last; ``PrecheckMiddleware(mode=precheck)``
-    first when given) with ``ask_user="end"`` and the guard's refusal budget
-    ``max_refused_steps = max_steps - 1`` (the README's default is 4; a model that answers
-    every refusal with another refused call stops after ``max_steps`` model calls), over
-    :func:`stub_tools`.  The label: a call that ran is ``proceed``; toolguard's message
-    ends the turn with its mark (``ask_user``; ``change_tools`` / ``no_suitable_tool``
-    read as ``no_suitable_tool``; the refusal-budget stop, ``loop``, as its text reads,
-    :func:`implicit_label`); the model's text answer as in :func:`implicit_label`; a run
-    that hit the graph's recursion limit with nothing run is ``no_suitable_tool`` (nothing
-    ran and nothing was asked).  A run that raised is ``proceed`` with ``error`` set (no
-    abstention was shown).  ``finish_tool``: a Relign-tuned model, served with
-    :class:`~toolguard.IndecisiveActionsMiddleware` (``indecisive_actions=True``).
+    ``LoopGuardMiddleware``, ``GuardMiddleware`` last; ``PrecheckMiddleware`` first when
+    ``precheck`` is given: ``"deterministic"``, or a :class:`~toolguard.precheck.Precheck`
+    built on ``case.tools``, e.g. the learned one) with ``ask_user="end"`` and the guard's
+    refusal budget ``max_refused_steps = max_steps - 1`` (the README's default is 4; a model
+    that answers every refusal with another refused call stops after ``max_steps`` model
+    calls), over :func:`stub_tools`. The label: a call that ran is ``proceed``; toolguard's
+    message ends the turn with its mark (``ask_user``; ``change_tools`` /
+    ``no_suitable_tool`` read as ``no_suitable_tool``; the refusal-budget stop, ``loop``, as
+    its text reads, :func:`implicit_label`); the model's text answer as in
+    :func:`implicit_label`; a run that hit the graph's recursion limit with nothing run is
+    ``no_suitable_tool`` (nothing ran and nothing was asked). A run that raised is
+    ``proceed`` with ``error`` set (no abstention was shown). ``finish_tool``: a
+    Relign-tuned model, served with :class:`~toolguard.IndecisiveActionsMiddleware`
+    (``indecisive_actions=True``).
     """
     from langgraph.errors import GraphRecursionError
 
@@ -464,18 +467,21 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         missing_info: Deterministic ``ask_user`` policy.
         progress: Show the runner's progress bar on stderr.
         verifier: ``learned``: a ``toolguard verifier train`` output or model folder
-            (``None``: ``$TOOLGUARD_VERIFIER``).
-        thresholds: ``learned``: ``fit_threshold`` / ``slot_threshold`` for the pre-check
-            (default: the folder's ``calibration.json``, else the library's defaults).
-        backend: ``learned``: where the verifier's encoders run (``LearnedVerifier``'s
+            (``None``: ``$TOOLGUARD_VERIFIER``).  ``guarded_precheck``: the same, and the
+            agent's pre-check is then the learned one (``None``: deterministic).
+        thresholds: ``learned`` / ``guarded_precheck`` with a verifier: ``fit_threshold`` /
+            ``slot_threshold`` for the pre-check (default: the folder's
+            ``calibration.json``, else the library's defaults).
+        backend: The same modes: where the verifier's encoders run (``LearnedVerifier``'s
             ``backend``); one verifier instance serves every case.
         finish_tool: ``implicit`` and the guarded modes: ``model`` is Relign-tuned; offer
             it ``Finish`` (:func:`implicit_decide`, :func:`guarded_decide`).
 
     Raises:
         ValueError: For an unknown mode, an LLM/implicit mode without ``model``, or
-            duplicate case ids, or ``finish_tool`` with a mode that does not run the
-            model as the agent.
+            duplicate case ids, ``finish_tool`` with a mode that does not run the
+            model as the agent, or ``verifier`` with a mode other than ``learned`` /
+            ``guarded_precheck``.
     """
     if mode not in EVAL_MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {list(EVAL_MODES)}")
@@ -486,7 +492,9 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
                          f"({', '.join(AGENT_MODES)}), not {mode!r}")
     learned: dict[str, Any] = {}
     options: dict[str, Any] = {}
-    if mode == "learned":
+    if verifier is not None and mode not in ("learned", "guarded_precheck"):
+        raise ValueError(f"verifier is for the modes learned and guarded_precheck, not {mode!r}")
+    if mode == "learned" or (mode == "guarded_precheck" and verifier is not None):
         folder, calibrated = (trained_verifier(verifier) if verifier is not None
                               else (None, {}))
         learned = {"verifier": folder, **calibrated, **(thresholds or {})}
@@ -511,9 +519,11 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
             return {"label": label, "error": error, "decision": None}
         if mode == "guarded" or mode == "guarded_precheck":
             assert model is not None
-            o = guarded_decide(model, case,
-                               precheck="deterministic" if mode == "guarded_precheck" else None,
-                               finish_tool=finish_tool)
+            pre: Literal["deterministic"] | Precheck | None = None
+            if mode == "guarded_precheck":
+                pre = (Precheck(case.tools, mode="learned", **options) if options
+                       else "deterministic")
+            o = guarded_decide(model, case, precheck=pre, finish_tool=finish_tool)
             return {"label": o.label, "error": o.error, "decision": None, "agent": o}
         d = Precheck(case.tools, mode=mode, model=None if mode == "learned" else model,
                      relevance=relevance, missing_info=missing_info,

@@ -435,8 +435,8 @@ def eval_abstain(
                                "learned (a trained verifier: --verifier), guarded (the "
                                "model as an agent with the README's stack: a call that "
                                "runs = proceed, the guard's question = ask_user) or "
-                               "guarded_precheck (that stack after the deterministic "
-                               "pre-check).")
+                               "guarded_precheck (that stack after the pre-check: "
+                               "deterministic, or learned with --verifier).")
     ] = "deterministic",
     part: Annotated[
         list[str] | None,
@@ -482,7 +482,8 @@ def eval_abstain(
         Path | None,
         typer.Option(help="learned: a `toolguard verifier train` output folder (its "
                           "calibration.json gives the thresholds) or a model folder; "
-                          "default $TOOLGUARD_VERIFIER."),
+                          "default $TOOLGUARD_VERIFIER. guarded_precheck: the agent's "
+                          "pre-check is then the learned one."),
     ] = None,
     fit_threshold: Annotated[
         float | None, typer.Option(help="learned: tool-fit threshold (default: calibrated).")
@@ -534,10 +535,18 @@ def eval_abstain(
              thresholds={k: v for k, v in given.items() if v is not None},
              backend=backend, **kwargs)  # type: ignore[arg-type]
         return
-    if (verifier is not None or fit_threshold is not None or slot_threshold is not None
-            or backend != "torch"):
+    learned_options = (verifier is not None or fit_threshold is not None
+                       or slot_threshold is not None or backend != "torch")
+    if learned_options and mode != "guarded_precheck":
         raise typer.BadParameter("--verifier, --backend and the thresholds are for --mode "
-                                 "learned")
+                                 "learned or guarded_precheck")
+    if learned_options and verifier is None:
+        raise typer.BadParameter("--mode guarded_precheck takes --backend and the thresholds "
+                                 "only with --verifier (the learned pre-check)")
+    if verifier is not None:
+        given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
+        kwargs.update(verifier=verifier, backend=backend,
+                      thresholds={k: v for k, v in given.items() if v is not None})
     if mode == "deterministic":
         main(dataset, **kwargs)  # type: ignore[arg-type]
         return
