@@ -278,3 +278,11 @@ def test_cli_eval_abstain_takes_parts(tmp_path: Path) -> None:
     finish = CliRunner().invoke(app, ["eval", "abstain", "--finish-tool"])
     assert finish.exit_code != 0 and "--finish-tool is for --mode" in finish.output
     assert report["finish_tool"] is False
+    # the learned verifier's options: read by learned and guarded_precheck only, and
+    # guarded_precheck takes thresholds only with the verifier they belong to
+    guarded = CliRunner().invoke(app, ["eval", "abstain", "--mode", "guarded",
+                                       "--verifier", str(tmp_path)])
+    assert guarded.exit_code != 0 and "learned or guarded_precheck" in guarded.output
+    lone = CliRunner().invoke(app, ["eval", "abstain", "--mode", "guarded_precheck",
+                                    "--fit-threshold", "0.3"])
+    assert lone.exit_code != 0 and "only with --verifier" in lone.output
