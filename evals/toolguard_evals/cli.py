@@ -529,24 +529,20 @@ def eval_abstain(
                                  "limit": limit, "relevance": relevance,
                                  "missing_info": missing_info, "parts": part,
                                  "finish_tool": finish_tool}
+    given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
+    learned = {"verifier": verifier, "backend": backend,
+               "thresholds": {k: v for k, v in given.items() if v is not None}}
     if mode == "learned":
-        given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
-        main(dataset, verifier=verifier,  # type: ignore[arg-type]
-             thresholds={k: v for k, v in given.items() if v is not None},
-             backend=backend, **kwargs)  # type: ignore[arg-type]
+        main(dataset, **learned, **kwargs)  # type: ignore[arg-type]
         return
-    learned_options = (verifier is not None or fit_threshold is not None
-                       or slot_threshold is not None or backend != "torch")
-    if learned_options and mode != "guarded_precheck":
-        raise typer.BadParameter("--verifier, --backend and the thresholds are for --mode "
-                                 "learned or guarded_precheck")
-    if learned_options and verifier is None:
-        raise typer.BadParameter("--mode guarded_precheck takes --backend and the thresholds "
-                                 "only with --verifier (the learned pre-check)")
+    if verifier is None and (learned["thresholds"] or backend != "torch"):
+        raise typer.BadParameter("--backend and the thresholds are for --mode learned, or "
+                                 "guarded_precheck with --verifier (the learned pre-check)")
     if verifier is not None:
-        given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
-        kwargs.update(verifier=verifier, backend=backend,
-                      thresholds={k: v for k, v in given.items() if v is not None})
+        if mode != "guarded_precheck":
+            raise typer.BadParameter("--verifier, --backend and the thresholds are for "
+                                     "--mode learned or guarded_precheck")
+        kwargs.update(learned)
     if mode == "deterministic":
         main(dataset, **kwargs)  # type: ignore[arg-type]
         return
