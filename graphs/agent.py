@@ -109,6 +109,10 @@ def _precheck(precheck: Precheck | PrecheckMode | None, tools: Sequence[BaseTool
     return Precheck(tools, mode=precheck, model=None if precheck == "deterministic" else model)
 
 
+_GUARD_MIDDLEWARE_OPTIONS = ("max_refused_steps", "look_up_first")
+"""Keyword options of :class:`~toolguard.GuardMiddleware` / ``GuardNode`` (not the Guard's)."""
+
+
 def guarded_middleware(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -128,6 +132,8 @@ def guarded_middleware(
         toolguard.errors.ConfigurationError: ``guard`` and guard options together, or an
             unknown pre-check mode.
     """
+    # GuardMiddleware's own options go to it with or without a configured guard
+    own = {k: guard_options.pop(k) for k in _GUARD_MIDDLEWARE_OPTIONS if k in guard_options}
     if guard is not None and guard_options:
         raise ConfigurationError("pass either guard= or Guard options, not both")
     out: list[AgentMiddleware[Any, Any, Any]] = []
@@ -143,8 +149,8 @@ def guarded_middleware(
         loop = LoopGuardMiddleware()
     if loop is not None:
         out.append(loop)
-    out.append(GuardMiddleware(guard=guard, ask_user=ask_user) if guard is not None
-               else GuardMiddleware(ask_user=ask_user, **guard_options))
+    out.append(GuardMiddleware(guard=guard, ask_user=ask_user, **own) if guard is not None
+               else GuardMiddleware(ask_user=ask_user, **own, **guard_options))
     return out
 
 
@@ -198,7 +204,9 @@ def create_guarded_agent(
         indecisive_actions: ``model`` is Relign-tuned (``toolguard relign run``): add
             :class:`~toolguard.IndecisiveActionsMiddleware` after the guard (innermost), so
             its ``Finish`` ends the turn as ``ask_user`` / ``no_suitable_tool``.
-        **guard_options: Keyword options for :class:`~toolguard.guard.Guard`.
+        **guard_options: Keyword options for :class:`~toolguard.guard.Guard`, and
+            :class:`~toolguard.GuardMiddleware`'s ``max_refused_steps`` / ``look_up_first``
+            (these also with ``guard``).
 
     Returns:
         The compiled agent; ``state["toolguard"]`` holds toolguard's counters.
@@ -293,10 +301,11 @@ def create_guarded_graph(
         toolguard.errors.ConfigurationError: ``guard`` and guard options together, or an
             unknown pre-check mode.
     """
+    own = {k: guard_options.pop(k) for k in _GUARD_MIDDLEWARE_OPTIONS if k in guard_options}
     if guard is not None and guard_options:
         raise ConfigurationError("pass either guard= or Guard options, not both")
     guard = guard or Guard(tools, **guard_options)
-    node = GuardNode(guard, ask_user=ask_user, pending_key="toolguard_pending")
+    node = GuardNode(guard, ask_user=ask_user, pending_key="toolguard_pending", **own)
     pre = _precheck(precheck, tools, precheck_model or model)
     ctl = _controller(controller)
     builder = StateGraph(PrecheckState)

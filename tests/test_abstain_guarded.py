@@ -241,6 +241,22 @@ def test_implicit_and_guarded_send_the_same_first_request(rtb: dict[str, Case]) 
     assert tools["model_name"] == "m"
 
 
+def test_look_up_first_lets_the_model_find_an_address_before_the_guard_asks() -> None:
+    case = next(c for c in load_cases("dialogues", limit=1, parts=["calendar"])
+                if c.id == "calendar-000:turn0:request")
+    invented = call("create_event", title="Website relaunch", date="2026-07-20",
+                    start_time="16:30", duration_minutes=45, attendees=["fabian@example.com"])
+    lookup = call("find_contact", 1, name="Fabian")
+    asked = guarded_decide(ScriptedChatModel(script=[invented, lookup]), case)
+    assert (asked.label, asked.mark, asked.executed) == ("ask_user", "ask_user", [])
+    looked = guarded_decide(ScriptedChatModel(script=[invented, lookup]), case,
+                            look_up_first=True)
+    assert looked.label == "proceed" and looked.refused == 1
+    assert looked.executed == [{"name": "find_contact", "args": {"name": "Fabian"}}]
+    with pytest.raises(ValueError, match="look_up_first is for the guarded modes"):
+        run([case], mode="implicit", model=ScriptedChatModel(script=[]), look_up_first=True)
+
+
 # ---------------------------------------------------------------------------- parts
 def test_load_cases_parts_pick_groups_and_held_back_domains() -> None:
     if not (RTB_DIR / "G2_category.json").is_file():
@@ -277,7 +293,9 @@ def test_cli_eval_abstain_takes_parts(tmp_path: Path) -> None:
     assert bad.exit_code != 0 and "mode must be one of" in bad.output
     finish = CliRunner().invoke(app, ["eval", "abstain", "--finish-tool"])
     assert finish.exit_code != 0 and "--finish-tool is for --mode" in finish.output
-    assert report["finish_tool"] is False
+    assert report["finish_tool"] is False and report["look_up_first"] is False
+    look = CliRunner().invoke(app, ["eval", "abstain", "--look-up-first"])
+    assert look.exit_code != 0 and "--look-up-first is for --mode guarded" in look.output
     # the learned verifier's options: read by learned and guarded_precheck only, and
     # guarded_precheck takes thresholds only with the verifier they belong to
     guarded = CliRunner().invoke(app, ["eval", "abstain", "--mode", "guarded",

@@ -95,6 +95,26 @@ def test_synthesis_splits_4_3_3_with_the_right_targets(samples: list[SourceSampl
     assert all(len(r.messages) == 3 for r in records if r.split == "dpo")
 
 
+def test_dpo_twins_pair_each_removed_value_prompt_with_its_unchanged_source(
+        samples: list[SourceSample]) -> None:
+    plain, plain_report = synthesize(samples, sft_examples=40, dpo_prompts=20, seed=3)
+    twins, report = synthesize(samples, sft_examples=40, dpo_prompts=20, seed=3,
+                               dpo_twins=True)
+    assert report.counts == plain_report.counts  # the same 4 : 3 : 3 quotas
+    assert [r for r in twins if r.split == "sft"] == [r for r in plain if r.split == "sft"]
+    dpo = [r for r in twins if r.split == "dpo"]
+    asks = [r for r in dpo if r.kind == "talk_to_user"]
+    originals = {r.id.split("#")[0]: r for r in dpo if r.kind == "original"}
+    assert len(asks) == 6 and len(originals) == 8
+    for ask in asks:  # each ask has its twin: the same request with its values
+        twin = originals[ask.id.split("#")[0]]
+        assert twin.tools == ask.tools and twin.query != ask.query
+        assert twin.gold is not None and set(ask.missing) <= set(twin.gold["arguments"])
+    plain_dpo = [r for r in plain if r.split == "dpo"]
+    shared = {r.id.split("#")[0] for r in plain_dpo if r.kind == "talk_to_user"}
+    assert not shared & {r.id.split("#")[0] for r in plain_dpo if r.kind == "original"}
+
+
 def _last_call(record: SynthRecord) -> dict:
     return record.messages[-1]["tool_calls"][0]["function"]
 

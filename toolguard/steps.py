@@ -29,7 +29,7 @@ ends the turn with a message to the user that names the last refusal (mark ``loo
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,8 +46,8 @@ from toolguard.conversation import (
 from toolguard.protocol import Answer, AskQuestion, answered_tool_message, user_message
 from toolguard.types import Verdict
 
-__all__ = ["DEFAULT_MAX_REFUSED_STEPS", "AskMode", "StepPlan", "plan_step", "refused_steps",
-           "validate_refusal_budget", "verdict_message", "with_unique_ids"]
+__all__ = ["DEFAULT_MAX_REFUSED_STEPS", "AskMode", "StepPlan", "look_up_first", "plan_step",
+           "refused_steps", "validate_refusal_budget", "verdict_message", "with_unique_ids"]
 
 AskMode = Literal["interrupt", "end"]
 
@@ -172,6 +172,48 @@ def refused_steps(messages: Sequence[BaseMessage]) -> int:
                 return count
         count += 1
     return count
+
+
+def _sent_back(mark: Mapping[str, Any] | None) -> bool:
+    """A mark of a call :func:`look_up_first` sent back to the model."""
+    return (mark is not None and mark.get("action") == "block"
+            and mark.get("hallucination") == "content")
+
+
+def look_up_first(verdicts: Sequence[Verdict], before: Sequence[BaseMessage], *,
+                  n_tools: int) -> list[Verdict]:
+    """Send calls with ungiven values back to the model once per turn, before asking.
+
+    A content verdict (RelyToolBench's *content* type: a value only the user can give
+    appears nowhere; ``ask_user``, not a confirmation) becomes ``block`` with the same
+    reason, which tells the model not to guess and to ask the user or obtain the values with
+    another tool first.  The model may then look the value up with a read tool (a contact
+    search for an email) or ask in its own words; a value still invented is asked of the
+    user.  Only the first step of a turn with such verdicts is sent back: when a call of this
+    turn (since the latest ``HumanMessage``) was already sent back, the verdicts are
+    returned unchanged; so are they when the agent has a single tool (``n_tools <= 1``:
+    nothing else could find the value).
+
+    Args:
+        verdicts: One step's verdicts.
+        before: The messages before the step's ``AIMessage``.
+        n_tools: The number of tools the model was offered.
+
+    Returns:
+        The verdicts, with those sent back as ``block`` (``hallucination`` stays
+        ``content``: the mark a later step reads).
+    """
+    eligible = [v.action == "ask_user" and v.hallucination == "content" and not v.confirm
+                for v in verdicts]
+    if not any(eligible) or n_tools <= 1:
+        return list(verdicts)
+    for m in reversed(before):
+        if isinstance(m, HumanMessage):
+            break
+        if _sent_back(toolguard_mark(m)):
+            return list(verdicts)
+    return [v.model_copy(update={"action": "block", "question": None}) if e else v
+            for v, e in zip(verdicts, eligible, strict=True)]
 
 
 def plan_step(

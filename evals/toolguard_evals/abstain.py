@@ -363,7 +363,7 @@ def stub_tools(case: Case, executed: list[dict[str, Any]]) -> list[Any]:
 def guarded_decide(model: BaseChatModel, case: Case, *,
                    precheck: Literal["deterministic"] | Precheck | None = None,
                    max_steps: int = GUARDED_MAX_STEPS,
-                   finish_tool: bool = False) -> AgentOutcome:
+                   finish_tool: bool = False, look_up_first: bool = False) -> AgentOutcome:
     """Run the case through the README's stack around ``model`` (one user turn).
 
     :func:`toolguard_graphs.create_guarded_agent` (``RetryControllerMiddleware``,
@@ -380,7 +380,8 @@ def guarded_decide(model: BaseChatModel, case: Case, *,
     ``no_suitable_tool`` (nothing ran and nothing was asked). A run that raised is
     ``proceed`` with ``error`` set (no abstention was shown). ``finish_tool``: a
     Relign-tuned model, served with :class:`~toolguard.IndecisiveActionsMiddleware`
-    (``indecisive_actions=True``).
+    (``indecisive_actions=True``). ``look_up_first``: the guard sends a call with ungiven
+    values back to the model once before asking (``GuardMiddleware(look_up_first=True)``).
     """
     from langgraph.errors import GraphRecursionError
 
@@ -393,7 +394,7 @@ def guarded_decide(model: BaseChatModel, case: Case, *,
         graph = create_guarded_agent(
             model, stub_tools(case, executed), system_prompt=system, ask_user="end",
             precheck=precheck, max_refused_steps=max_steps - 1,
-            indecisive_actions=finish_tool)
+            indecisive_actions=finish_tool, look_up_first=look_up_first)
         out = graph.invoke({"messages": msgs}, {"recursion_limit": 16 * max_steps + 16})
     except GraphRecursionError:
         return AgentOutcome("proceed" if executed else "no_suitable_tool", "limit",
@@ -444,7 +445,8 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         missing_info: MissingInfoPolicy = "vague", progress: bool = False,
         verifier: str | Path | None = None,
         thresholds: dict[str, float] | None = None,
-        backend: Backend = "torch", finish_tool: bool = False) -> dict[str, Any]:
+        backend: Backend = "torch", finish_tool: bool = False,
+        look_up_first: bool = False) -> dict[str, Any]:
     """Run the pre-check (or the implicit evaluation) on every case and score it.
 
     The cases run through :func:`toolguard_evals.runner.map_cases`, one after another in
@@ -476,12 +478,15 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
             ``backend``); one verifier instance serves every case.
         finish_tool: ``implicit`` and the guarded modes: ``model`` is Relign-tuned; offer
             it ``Finish`` (:func:`implicit_decide`, :func:`guarded_decide`).
+        look_up_first: The guarded modes: the guard sends a call with ungiven values back
+            to the model once before asking (:func:`guarded_decide`).
 
     Raises:
         ValueError: For an unknown mode, an LLM/implicit mode without ``model``, or
             duplicate case ids, ``finish_tool`` with a mode that does not run the
-            model as the agent, or ``verifier`` with a mode other than ``learned`` /
-            ``guarded_precheck``.
+            model as the agent, ``verifier`` with a mode other than ``learned`` /
+            ``guarded_precheck``, or ``look_up_first`` with a mode other than the guarded
+            ones.
     """
     if mode not in EVAL_MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {list(EVAL_MODES)}")
@@ -492,6 +497,8 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
                          f"({', '.join(AGENT_MODES)}), not {mode!r}")
     learned: dict[str, Any] = {}
     options: dict[str, Any] = {}
+    if look_up_first and mode not in ("guarded", "guarded_precheck"):
+        raise ValueError(f"look_up_first is for the guarded modes, not {mode!r}")
     if verifier is not None and mode not in ("learned", "guarded_precheck"):
         raise ValueError(f"verifier is for the modes learned and guarded_precheck, not {mode!r}")
     if mode == "learned" or (mode == "guarded_precheck" and verifier is not None):
@@ -523,7 +530,8 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
             if mode == "guarded_precheck":
                 pre = (Precheck(case.tools, mode="learned", **options) if options
                        else "deterministic")
-            o = guarded_decide(model, case, precheck=pre, finish_tool=finish_tool)
+            o = guarded_decide(model, case, precheck=pre, finish_tool=finish_tool,
+                               look_up_first=look_up_first)
             return {"label": o.label, "error": o.error, "decision": None, "agent": o}
         d = Precheck(case.tools, mode=mode, model=None if mode == "learned" else model,
                      relevance=relevance, missing_info=missing_info,
@@ -699,7 +707,7 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
          limit: int | None = None, quiet: bool = False, verifier: str | Path | None = None,
          thresholds: dict[str, float] | None = None,
          backend: Backend = "torch", parts: Sequence[str] | None = None,
-         finish_tool: bool = False) -> dict[str, Any]:
+         finish_tool: bool = False, look_up_first: bool = False) -> dict[str, Any]:
     """Evaluate on ``dataset`` (``parts``: :func:`load_cases`); print the table, write JSON.
 
     Raises:
@@ -708,13 +716,14 @@ def main(dataset: Dataset, *, mode: EvalMode = "deterministic",
     cases = load_cases(dataset, data_dir=data_dir, limit=limit, parts=parts)
     report = run(cases, mode=mode, model=model, relevance=relevance, missing_info=missing_info,
                  progress=not quiet, verifier=verifier, thresholds=thresholds,
-                 backend=backend, finish_tool=finish_tool)
+                 backend=backend, finish_tool=finish_tool, look_up_first=look_up_first)
     report["dataset"] = dataset
     report["parts"] = list(parts) if parts else None
     report["limit"] = limit
     report["relevance"] = relevance
     report["missing_info"] = missing_info
     report["finish_tool"] = finish_tool
+    report["look_up_first"] = look_up_first
     if not quiet:
         print_table(report)
     if json_path:

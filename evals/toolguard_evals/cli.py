@@ -501,6 +501,11 @@ def eval_abstain(
                                 "its TalkToUser / ChangeTools read as ask_user / "
                                 "no_suitable_tool (IndecisiveActionsMiddleware).")
     ] = False,
+    look_up_first: Annotated[
+        bool, typer.Option(help="guarded / guarded_precheck: the guard sends a call with "
+                                "ungiven values back to the model once before asking the "
+                                "user (GuardMiddleware(look_up_first=True)).")
+    ] = False,
 ) -> None:
     """Abstain (ICT) eval: accuracy/F1 per subset (abstain = positive class), three-way.
 
@@ -525,10 +530,14 @@ def eval_abstain(
 
     if finish_tool and mode not in AGENT_MODES:
         raise typer.BadParameter(f"--finish-tool is for --mode {', '.join(AGENT_MODES)}")
+    if look_up_first and mode not in ("guarded", "guarded_precheck"):
+        raise typer.BadParameter("--look-up-first is for --mode guarded or guarded_precheck")
     kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
                                  "limit": limit, "relevance": relevance,
                                  "missing_info": missing_info, "parts": part,
                                  "finish_tool": finish_tool}
+    if look_up_first:
+        kwargs["look_up_first"] = True
     given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
     learned = {"verifier": verifier, "backend": backend,
                "thresholds": {k: v for k, v in given.items() if v is not None}}

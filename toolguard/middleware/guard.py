@@ -43,6 +43,7 @@ from toolguard.state import (
 from toolguard.steps import (
     DEFAULT_MAX_REFUSED_STEPS,
     AskMode,
+    look_up_first,
     plan_step,
     refused_steps,
     validate_refusal_budget,
@@ -115,6 +116,10 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
             user (:func:`toolguard.steps.refused_steps`), so a model that answers every
             refusal with another refused call stops within ``max_refused_steps + 1`` model
             calls of its first refusal; ``None``: no budget (the agent's recursion limit).
+        look_up_first: Before asking the user for values that appear nowhere (a *content*
+            verdict), send the call back to the model once per turn with the reason, so it
+            can look the values up with another tool or ask in its own words
+            (:func:`toolguard.steps.look_up_first`); needs two or more tools.
         **guard_options: Keyword options of :class:`~toolguard.guard.Guard`
             (``detectors``, ``relevance`` (``"learned"`` with ``verifier=``),
             ``judge_model``, ``content_llm_mode``, ``fail_open``, ``detector_options``).
@@ -134,6 +139,7 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         guard: Guard | None = None,
         ask_user: AskUserMode = "auto",
         max_refused_steps: int | None = DEFAULT_MAX_REFUSED_STEPS,
+        look_up_first: bool = False,
         **guard_options: Unpack[GuardOptions],
     ) -> None:
         from toolguard.errors import ConfigurationError
@@ -144,6 +150,7 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         if guard is not None and (tools is not None or guard_options):
             raise ConfigurationError("pass guard= alone, or tools= / Guard options")
         self.ask_user = ask_user
+        self.look_up_first = bool(look_up_first)
         self.guard_options: GuardOptions = guard_options
         self._fixed = guard if guard is not None else (
             Guard(tools, **self.guard_options) if tools is not None else None)
@@ -178,7 +185,7 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
             return response
         guard, history, message, grounding = prepared
         verdicts = guard.check([*history, message], extra_grounding=grounding)
-        return self._checked(response, message, verdicts)
+        return self._checked(response, message, self._deferred(verdicts, history, guard))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
@@ -191,7 +198,7 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
             return response
         guard, history, message, grounding = prepared
         verdicts = await guard.acheck([*history, message], extra_grounding=grounding)
-        return self._checked(response, message, verdicts)
+        return self._checked(response, message, self._deferred(verdicts, history, guard))
 
     def _prepare(
         self, request: ModelRequest[Any], response: Any
@@ -211,6 +218,13 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
         # the conversation as the model saw it (no copy; the guard keeps it between steps)
         history: list[BaseMessage] = request.messages  # type: ignore[assignment]
         return self.guard_for(list(request.tools)), history, message, grounding
+
+    def _deferred(self, verdicts: list[Verdict], before: Sequence[BaseMessage],
+                  guard: Guard) -> list[Verdict]:
+        """``verdicts`` with content asks sent back to the model first, if so configured."""
+        if not self.look_up_first:
+            return verdicts
+        return look_up_first(verdicts, before, n_tools=len(guard.tools))
 
     def _checked(self, response: Any, message: AIMessage, verdicts: list[Verdict]) -> Any:
         """The model's result with ``message`` (unique call ids) and the verdicts in state."""
@@ -319,7 +333,8 @@ class GuardMiddleware(ToolguardMiddleware[GuardMiddlewareState]):
                            "calls are let through (pass tools= to GuardMiddleware)")
             return []
         grounding = [str(v) for v in state.get(GROUNDING_KEY) or []]
-        return guard.check(messages, extra_grounding=grounding)
+        return self._deferred(guard.check(messages, extra_grounding=grounding),
+                              messages[:-1], guard)
 
 
 def not_answered_by_guard(request: Any) -> bool:

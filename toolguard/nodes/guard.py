@@ -55,6 +55,7 @@ from toolguard.state import (
 from toolguard.steps import (
     DEFAULT_MAX_REFUSED_STEPS,
     AskMode,
+    look_up_first,
     plan_step,
     refused_steps,
     validate_refusal_budget,
@@ -127,6 +128,9 @@ class GuardNode(ToolguardNode):
             :class:`~toolguard.nodes.KGResolveNode`), or ``None``.
         max_refused_steps: The refusal budget, as in
             :class:`~toolguard.middleware.GuardMiddleware`; ``None``: none.
+        look_up_first: Send a call with ungiven values back to the model once per turn
+            before asking the user, as in :class:`~toolguard.middleware.GuardMiddleware`
+            (:func:`toolguard.steps.look_up_first`).
         name: The node's name.
 
     Raises:
@@ -147,6 +151,7 @@ class GuardNode(ToolguardNode):
         ask_node: str = "ask_user",
         grounding_key: str | None = "kg_grounding",
         max_refused_steps: int | None = DEFAULT_MAX_REFUSED_STEPS,
+        look_up_first: bool = False,
         name: str = "guard",
     ) -> None:
         super().__init__(name=name, messages_key=messages_key, ask_user=ask_user,
@@ -158,6 +163,7 @@ class GuardNode(ToolguardNode):
         self.pending_key = pending_key
         self.ask_node = ask_node
         self.grounding_key = grounding_key
+        self.look_up_first = bool(look_up_first)
 
     # ------------------------------------------------------------------ node
     def _prepare(self, state: Any) -> tuple[list[BaseMessage], AIMessage | None]:
@@ -200,6 +206,8 @@ class GuardNode(ToolguardNode):
             return {}
         last = messages[-1]
         assert isinstance(last, AIMessage)
+        if self.look_up_first:
+            verdicts = look_up_first(verdicts, messages[:-1], n_tools=len(self.guard.tools))
         mode: AskMode = "interrupt" if can_interrupt(self.ask_user, config) else "end"
         refused = refused_steps(messages[:-1])
         plan = plan_step(last, verdicts, ask=mode, refused_before=refused,

@@ -46,6 +46,9 @@ class RelignConfig(BaseModel):
         dpo_prompts: Further synthesized samples (disjoint from the SFT ones) whose prompts
             are sampled for preference pairs.
         ratios: ``(unchanged, tools replaced, parameters removed)`` shares; sum 1.
+        dpo_twins: Draw each parameters-removed DPO prompt with its unchanged twin (the
+            same source sample), so the pairs contrast "call when the values are given"
+            with "ask when they are not" on one request (the paper draws them apart).
         answer_share: Share of unchanged SFT samples that go on after the call: a tool
             answer, then ``Finish(give_answer)`` (so the model learns to end an episode).
         max_length: Tokens per training sequence at most; longer samples are dropped, not
@@ -88,6 +91,7 @@ class RelignConfig(BaseModel):
     sft_examples: int = Field(200, ge=3)
     dpo_prompts: int = Field(24, ge=1)
     ratios: tuple[float, float, float] = (0.4, 0.3, 0.3)
+    dpo_twins: bool = False
     answer_share: float = Field(0.25, ge=0.0, le=1.0)
     max_length: int = Field(1024, ge=64)
     lora: bool = True

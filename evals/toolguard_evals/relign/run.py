@@ -64,7 +64,7 @@ _TRAINING: Final = ("seed", "max_length", "grad_accum", *_LORA)
 STAGE_SETTINGS: Final[dict[Stage, tuple[str, ...]]] = {
     "base": (),
     "synth": ("seed", "bfcl_sources", "toolbench_files", "sft_examples", "dpo_prompts",
-              "ratios", "answer_share", "max_length"),
+              "ratios", "answer_share", "max_length", "dpo_twins"),
     "sft": (*_TRAINING, "sft_epochs", "sft_lr", "sft_batch", "sft_max_steps"),
     "sample": ("seed", "samples_per_prompt", "temperature", "max_new_tokens", "fill_gold",
                "fill_give_up"),
@@ -272,7 +272,8 @@ class Runner:
                                   dpo_prompts=self.cfg.dpo_prompts, ratios=self.cfg.ratios,
                                   seed=self.cfg.seed, evaluated=evaluated, length=length,
                                   max_length=self.cfg.max_length,
-                                  answer_share=self.cfg.answer_share)
+                                  answer_share=self.cfg.answer_share,
+                                  dpo_twins=self.cfg.dpo_twins)
         folder = self.out / "synth"
         write_jsonl([r for r in records if r.split == "sft"], folder / "sft.jsonl")
         write_jsonl([r for r in records if r.split == "dpo"], folder / "dpo.jsonl")

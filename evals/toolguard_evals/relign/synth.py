@@ -366,6 +366,7 @@ def synthesize(
     length: LengthFn | None = None,
     max_length: int | None = None,
     answer_share: float = 0.25,
+    dpo_twins: bool = False,
 ) -> tuple[list[SynthRecord], SynthReport]:
     """Split ``samples`` into SFT records (``sft_examples``, by ``ratios``) and DPO prompts.
 
@@ -380,6 +381,10 @@ def synthesize(
         length: Tokens of a rendered record; with ``max_length``, longer records are dropped.
         max_length: See ``length``.
         answer_share: Share of ``original`` SFT records that continue to ``Finish``.
+        dpo_twins: Draw the DPO prompts as twins: each ``talk_to_user`` DPO record comes
+            with the ``original`` record of the same source sample (counted in the
+            ``original`` quota while it lasts), so the pairs contrast calling when the
+            values are given with asking when they were removed, on the same request.
 
     Returns:
         ``(records, report)``: SFT records first, then DPO records.  Fewer records than
@@ -410,8 +415,9 @@ def synthesize(
     for split, total in (("sft", sft_examples), ("dpo", dpo_prompts)):
         quota = _quota(total, ratios)
         report.counts[split] = dict.fromkeys(KINDS, 0)
+        twins = 0  # ``original`` DPO records drawn as twins of ``talk_to_user`` ones
         for kind in ("talk_to_user", "change_tools", "original"):  # scarcest first
-            made = 0
+            made = twins if kind == "original" else 0
             for sample in pool:
                 if made >= quota[kind]:
                     break
@@ -435,6 +441,13 @@ def synthesize(
                 used.add(sample.id)
                 records.append(record)
                 made += 1
+                if split == "dpo" and dpo_twins and kind == "talk_to_user":
+                    twin = build_record(sample, "original", split=split)
+                    if twin is not None and twins < quota["original"] and not (
+                            length is not None and max_length is not None
+                            and length(twin.messages, twin.tools) > max_length):
+                        records.append(twin)
+                        twins += 1
             report.counts[split][kind] = made
     report.sources = dict(Counter(r.source for r in records))
     if evaluated is not None:
