@@ -62,6 +62,8 @@ EVAL_MODES: tuple[EvalMode, ...] = ("deterministic", "structured_verification", 
                                     "guarded_precheck")
 AGENT_MODES: tuple[EvalMode, ...] = ("implicit", "guarded", "guarded_precheck")
 """Modes where the agent model answers the case (the others decide before any model call)."""
+GUARDED_MODES: tuple[EvalMode, ...] = ("guarded", "guarded_precheck")
+"""The modes that run the model inside the guarded agent (:func:`guarded_decide`)."""
 MODEL_FREE_MODES: tuple[EvalMode, ...] = ("deterministic", "learned")
 GUARDED_MAX_STEPS = 3
 """Model calls per guarded case at most (a refused call goes back to the model)."""
@@ -497,7 +499,7 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
                          f"({', '.join(AGENT_MODES)}), not {mode!r}")
     learned: dict[str, Any] = {}
     options: dict[str, Any] = {}
-    if look_up_first and mode not in ("guarded", "guarded_precheck"):
+    if look_up_first and mode not in GUARDED_MODES:
         raise ValueError(f"look_up_first is for the guarded modes, not {mode!r}")
     if verifier is not None and mode not in ("learned", "guarded_precheck"):
         raise ValueError(f"verifier is for the modes learned and guarded_precheck, not {mode!r}")
@@ -555,7 +557,7 @@ def run(cases: Sequence[Case], *, mode: EvalMode = "deterministic",
         report["llm_cache"] = {"hits": sum(r["cache_hits"] for r in report["cases"]),
                                "misses": sum(r["cache_misses"] for r in report["cases"]),
                                "path": str(llm_cache.store.path)}
-    if mode in ("guarded", "guarded_precheck"):
+    if mode in GUARDED_MODES:
         agents: list[AgentOutcome] = [o["agent"] for o in outputs]
         sources: dict[str, int] = {}
         marks: dict[str, int] = {}

@@ -530,14 +530,14 @@ def eval_abstain(
 
     if finish_tool and mode not in AGENT_MODES:
         raise typer.BadParameter(f"--finish-tool is for --mode {', '.join(AGENT_MODES)}")
-    if look_up_first and mode not in ("guarded", "guarded_precheck"):
-        raise typer.BadParameter("--look-up-first is for --mode guarded or guarded_precheck")
+    from toolguard_evals.abstain import GUARDED_MODES
+
+    if look_up_first and mode not in GUARDED_MODES:
+        raise typer.BadParameter(f"--look-up-first is for --mode {' or '.join(GUARDED_MODES)}")
     kwargs: dict[str, object] = {"mode": mode, "data_dir": data_dir, "json_path": json_path,
                                  "limit": limit, "relevance": relevance,
                                  "missing_info": missing_info, "parts": part,
-                                 "finish_tool": finish_tool}
-    if look_up_first:
-        kwargs["look_up_first"] = True
+                                 "finish_tool": finish_tool, "look_up_first": look_up_first}
     given = {"fit_threshold": fit_threshold, "slot_threshold": slot_threshold}
     learned = {"verifier": verifier, "backend": backend,
                "thresholds": {k: v for k, v in given.items() if v is not None}}
