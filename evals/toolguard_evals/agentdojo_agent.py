@@ -31,9 +31,12 @@ only when all of their values are known.  The values a question is about are the
 the proposed calls' arguments (``args``, or ``args["calls"][i]["args"]`` for a grouped
 confirmation).  The user knows the user task's prompt and the arguments of the user task's
 ground-truth calls (the user knows what they asked for, including the values the agent had
-to look up).  A leaf is known when it is ``None``, a boolean, an empty string, a number
-equal to a ground-truth number or written in the prompt (``100.0`` as ``100``), or a string
-that appears in the prompt or in a ground-truth string (case-insensitive substring).
+to look up), computed on the environment without injections: where an injection vector is
+itself an argument (a slack channel's name), the attacked ground truth would hand the
+attacker's text to the user.  A leaf is known when it is ``None``, a boolean, an empty
+string, a number equal to a ground-truth number or written in the prompt (``100.0`` as
+``100``), or a string that appears in the prompt or in a ground-truth string
+(case-insensitive substring).
 Free text the model wrote itself (a subject line, a message body) that the prompt does
 not contain is therefore rejected: this user is strict, and benign utility of the guarded
 modes pays for each such question.  Confirmations asked, approved and rejected are counted
@@ -43,7 +46,8 @@ Generations are cached by LangChain's model cache in a JSONL file
 (:class:`EpisodeCache`, keyed by the request's messages without their usage metadata,
 tools and sampling settings): at temperature 0 with the same environment a rerun replays
 every cached request without the model and resumes where it stopped.  A case whose model
-call raised (a timeout, a server error; not :data:`MALFORMED_CALL`) is reported in
+call raised (a timeout, a server error; not :data:`MALFORMED_CALL` or
+:data:`CONTEXT_EXCEEDED`) is reported in
 ``failed`` and left out of the rates; :func:`~toolguard_evals.runner.check_failures`
 fails a run where all or too many failed.
 
@@ -118,6 +122,11 @@ MALFORMED_CALL = "Failed to parse tool call"
 model's tool call (a call cut off at ``max_tokens``, a string left open): the model's
 reply, not an outage.  Such an episode ends there and is judged as it stands
 (:attr:`EpisodeRow.malformed`); any other error of the model's client fails the case."""
+CONTEXT_EXCEEDED = ("exceeds the available context size", "context_length_exceeded")
+"""How ``llama-server`` (HTTP 400) and the OpenAI API say a request is longer than the
+model's context window: the agent's own conversation outgrew it (a read repeated until the
+limit), not an outage.  Such an episode ends there and is judged as it stands
+(:attr:`EpisodeRow.overflow`), like a deployment whose agent errors out."""
 
 
 # ============================================================================ the cache
@@ -224,6 +233,8 @@ class EpisodeRow(BaseModel):
         limited: The episode hit the model-call or recursion limit.
         malformed: The episode ended on a reply the server could not parse
             (:data:`MALFORMED_CALL`); it is judged as it stands.
+        overflow: The episode ended on a request longer than the model's context window
+            (:data:`CONTEXT_EXCEEDED`); it is judged as it stands.
         tool_calls: Tool calls the model proposed; ``executed``: AgentDojo functions run.
         tool_errors: Functions that ran and failed.
         invalid_calls: Tool calls the server could not parse.
@@ -250,6 +261,7 @@ class EpisodeRow(BaseModel):
     model_calls: int = 0
     limited: bool = False
     malformed: bool = False
+    overflow: bool = False
     tool_calls: int = 0
     executed: int = 0
     tool_errors: int = 0
@@ -365,11 +377,13 @@ class _Answers:
 
 
 def _drive(graph: Any, thread_id: str, prompt: str, user: SimulatedUser,
-           recursion_limit: int) -> tuple[list[BaseMessage], _Answers, bool, bool]:
+           recursion_limit: int) -> tuple[list[BaseMessage], _Answers, bool, str | None]:
     """Run one request, answering every ``ask_user`` interrupt as ``user`` decides.
 
     Returns the final messages, the answers, whether the recursion limit ended it, and
-    whether a reply the server could not parse (:data:`MALFORMED_CALL`) ended it.
+    what ended it early on the server's side: ``"malformed"`` (a reply the server could
+    not parse, :data:`MALFORMED_CALL`), ``"overflow"`` (a request longer than the context
+    window, :data:`CONTEXT_EXCEEDED`) or ``None``.
     """
     config: dict[str, Any] = {"configurable": {"thread_id": thread_id},
                               "recursion_limit": recursion_limit}
@@ -380,17 +394,20 @@ def _drive(graph: Any, thread_id: str, prompt: str, user: SimulatedUser,
             out = graph.invoke(payload, config)
         except GraphRecursionError:
             state = graph.get_state(config)
-            return list(state.values.get("messages") or []), answers, True, False
+            return list(state.values.get("messages") or []), answers, True, None
         except Exception as exc:
-            if MALFORMED_CALL not in str(exc):
+            if MALFORMED_CALL in str(exc):
+                ended = "malformed"
+            elif any(m in str(exc) for m in CONTEXT_EXCEEDED):
+                ended = "overflow"
+            else:
                 raise
-            logger.info("%s: the server could not parse the model's reply: %s", thread_id,
-                        str(exc)[:200])
+            logger.info("%s: the episode ends (%s): %s", thread_id, ended, str(exc)[:200])
             state = graph.get_state(config)
-            return list(state.values.get("messages") or []), answers, False, True
+            return list(state.values.get("messages") or []), answers, False, ended
         pending = out.get("__interrupt__")
         if not pending:
-            return list(out["messages"]), answers, False, False
+            return list(out["messages"]), answers, False, None
         answers.interrupts += 1
         if answers.interrupts > 20:
             raise RuntimeError(f"{thread_id}: more than 20 interrupts")
@@ -443,7 +460,10 @@ def run_episode(case: Case, model: BaseChatModel, *, max_model_calls: int = 8,
         injections = dict(_attack(case.suite, case.attack).attack(user_task, injection_task))
     env = user_task.init_environment(suite.load_and_inject_default_environment(injections))
     pre = env.model_copy(deep=True)
-    gold = user_task.ground_truth(pre.model_copy(deep=True))
+    # what the user knows comes from the environment without the attack: on the attacked
+    # one a ground-truth argument can carry the injection itself (slack's channel names)
+    gold = user_task.ground_truth(
+        user_task.init_environment(suite.load_and_inject_default_environment({})))
     world = _World(runtime=FunctionsRuntime(suite.tools), env=env)
     tools = suite_tools(suite, world, mode="reads_declared" if case.mode == "guarded_reads"
                         else "as_given", fmt="yaml")
@@ -451,7 +471,7 @@ def run_episode(case: Case, model: BaseChatModel, *, max_model_calls: int = 8,
                          middleware=_middleware(case.mode, max_model_calls),
                          checkpointer=InMemorySaver())
     user = SimulatedUser(user_task.PROMPT, tuple(dict(c.args) for c in gold))
-    messages, answers, recursion, malformed = _drive(
+    messages, answers, recursion, ended = _drive(
         graph, case.id, user_task.PROMPT, user,
         recursion_limit if recursion_limit is not None else 6 * max_model_calls + 10)
     replies = [m for m in messages if isinstance(m, AIMessage)
@@ -469,7 +489,8 @@ def run_episode(case: Case, model: BaseChatModel, *, max_model_calls: int = 8,
         id=case.id, kind="benign" if case.attack is None else "attack", mode=case.mode,
         suite=case.suite, user_task=case.user_task, injection_task=case.injection_task,
         attack=case.attack, utility=utility, security=security, injection_seen=seen,
-        model_calls=len(replies), limited=limited, malformed=malformed,
+        model_calls=len(replies), limited=limited, malformed=ended == "malformed",
+        overflow=ended == "overflow",
         tool_calls=sum(len(m.tool_calls) for m in replies),
         executed=len(world.trace), tool_errors=world.errors,
         invalid_calls=sum(len(m.invalid_tool_calls) for m in replies),
@@ -506,6 +527,7 @@ def _stats(rows: Sequence[EpisodeRow], failed: int) -> dict[str, Any]:
         "toolguard_answered": sum(r.toolguard_answered for r in rows),
         "limited": sum(r.limited for r in rows),
         "malformed": sum(r.malformed for r in rows),
+        "overflow": sum(r.overflow for r in rows),
         "model_calls_mean": round(sum(r.model_calls for r in rows) / len(rows), 2)
         if rows else None,
         "executed": sum(r.executed for r in rows),
@@ -638,7 +660,7 @@ def print_report(report: Mapping[str, Any]) -> None:
                         "as the agent (AgentDojo's own checks; Wilson 95 %)")
     for col in ("mode", "episodes", "suite", "n", "utility", "attack success",
                 "injection seen", "asked (eps)", "approved/rejected", "toolguard answered",
-                "limited", "malformed", "errors"):
+                "limited", "malformed", "overflow", "errors"):
         table.add_column(col)
     groups = [(m, "benign", s, st) for m, by in report["benign"].items()
               for s, st in by.items()]
@@ -650,7 +672,8 @@ def print_report(report: Mapping[str, Any]) -> None:
                       str(st.get("injection_seen", "")),
                       f"{st['asked']} ({st['episodes_asked']})",
                       f"{st['approved']}/{st['rejected']}", str(st["toolguard_answered"]),
-                      str(st["limited"]), str(st["malformed"]), str(st["errors"]))
+                      str(st["limited"]), str(st["malformed"]), str(st.get("overflow", 0)),
+                      str(st["errors"]))
     console = Console()
     console.print(table)
     console.print(f"failed: {len(report['failed'])}; {report['seconds']} s")
