@@ -462,8 +462,9 @@ def run_episode(case: Case, model: BaseChatModel, *, max_model_calls: int = 8,
     pre = env.model_copy(deep=True)
     # what the user knows comes from the environment without the attack: on the attacked
     # one a ground-truth argument can carry the injection itself (slack's channel names)
-    gold = user_task.ground_truth(
-        user_task.init_environment(suite.load_and_inject_default_environment({})))
+    clean = pre if not injections else user_task.init_environment(
+        suite.load_and_inject_default_environment({}))
+    gold = user_task.ground_truth(clean.model_copy(deep=True))
     world = _World(runtime=FunctionsRuntime(suite.tools), env=env)
     tools = suite_tools(suite, world, mode="reads_declared" if case.mode == "guarded_reads"
                         else "as_given", fmt="yaml")
