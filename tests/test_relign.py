@@ -37,6 +37,7 @@ from toolguard_evals.relign.synth import (
     read_toolbench,
     remove_values,
     synthesize,
+    unstated_optional,
 )
 from toolguard_evals.relign.training import StageResult
 
@@ -163,6 +164,34 @@ def test_build_record_talk_to_user_needs_a_value_in_the_request() -> None:
     assert build_record(sample, "talk_to_user", split="sft") is None
     with pytest.raises(ValueError, match="replacement"):
         build_record(sample, "change_tools", split="sft")
+
+
+def test_a_gold_call_sends_only_the_optional_values_the_request_states(
+        samples: list[SourceSample]) -> None:
+    record = {"function": [{"name": "museum.hours", "parameters": {
+                  "type": "dict", "required": ["museum"],
+                  "properties": {"museum": {"type": "string"}, "day": {"type": "string"},
+                                 "lang": {"type": "string"}, "year": {"type": "integer"},
+                                 "full": {"type": "boolean"}}}}],
+              "ground_truth": [{"museum.hours": {"museum": ["Louvre"], "day": ["", "Monday"],
+                                                 "lang": ["English", ""], "year": ["", 2023],
+                                                 "full": [False, ""]}}]}
+    assert unstated_optional(record, "Open hours of the Louvre?") == ["day", "lang", "year",
+                                                                      "full"]
+    assert unstated_optional(record, "Louvre hours on monday, in English, for 2023?") == [
+        "full"]
+    assert unstated_optional(record, "Louvre hours in 20234") == ["day", "lang", "year", "full"]
+    # the real sources: no target fills in a value BFCL lets be left out and nobody gave
+    from toolguard_evals.bfcl import load_category
+    by_id = {f"{c}:{r['id']}": r for c in ("simple_python", "multiple") for r in load_category(c)}
+    kept = dropped = 0
+    for sample in samples:
+        ((_, params),) = by_id[sample.id]["ground_truth"][0].items()
+        left_out = unstated_optional(by_id[sample.id], sample.query)
+        assert not set(left_out) & set(sample.call[1]), sample.id
+        dropped += bool(left_out)
+        kept += any("" in params.get(k, []) for k in sample.call[1])
+    assert dropped > 100 and kept > 10  # both cases occur (180 and 65 of 600 when written)
 
 
 # ---------------------------------------------------------------------------- no overlap

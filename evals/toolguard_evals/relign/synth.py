@@ -113,7 +113,12 @@ def bfcl_samples(categories: Sequence[str] = TRAIN_SOURCES) -> list[SourceSample
     """Single-call samples of BFCL v4 categories (see the module docstring).
 
     Records whose gold has more than one call, or whose question has more than one user
-    turn, are skipped.
+    turn, are skipped.  The gold call keeps an optional parameter (one the schema does not
+    require and BFCL lets be left out, ``""`` among its acceptable values) only when the
+    request states its value (:func:`unstated_optional`): BFCL lists a default such as
+    ``day: ["", "Monday"]`` for "the open hours of the Louvre", and a target that sends it
+    teaches the model to fill in values nobody gave (a content hallucination, in the terms
+    of Relign / RelyToolBench).
 
     Raises:
         ValueError: A category is not in :data:`~toolguard_evals.relign.config.TRAIN_SOURCES`.
@@ -134,10 +139,51 @@ def bfcl_samples(categories: Sequence[str] = TRAIN_SOURCES) -> list[SourceSample
                 continue
             name, args = calls[0]
             functions = tuple(bfcl_function(d) for d in record["function"])
+            query = str(users[0]["content"])
+            for param in unstated_optional(record, query):
+                args.pop(param, None)
             out.append(SourceSample(id=f"{cat}:{record['id']}", source=cat,
-                                    query=str(users[0]["content"]), functions=functions,
+                                    query=query, functions=functions,
                                     call=(bfcl_name(name), args)))
     return out
+
+
+def unstated_optional(record: Mapping[str, Any], query: str) -> list[str]:
+    """Optional parameters of a one-call BFCL record's gold whose value ``query`` never states.
+
+    A parameter counts when its function's schema does not require it, BFCL accepts leaving
+    it out (``""`` or ``None`` among its acceptable values), and none of its other acceptable
+    values occurs in ``query`` (case-insensitive, whole words; numbers and strings only, so a
+    list, dict or boolean value is never stated).
+
+    Returns:
+        Parameter names in gold order; ``[]`` for a record without exactly one gold call.
+    """
+    gold = record.get("ground_truth") or []
+    if len(gold) != 1 or not isinstance(gold[0], Mapping) or len(gold[0]) != 1:
+        return []
+    ((name, params),) = gold[0].items()
+    doc: Mapping[str, Any] = next(
+        (d for d in record.get("function") or [] if d.get("name") == name), {})
+    required = set((doc.get("parameters") or {}).get("required") or [])
+    text = query.lower()
+    out: list[str] = []
+    for param, values in (params or {}).items():
+        if param in required or not isinstance(values, list):
+            continue
+        if not any(v is None or v == "" for v in values):
+            continue
+        given = [v for v in values if v is not None and v != ""]
+        if not any(_stated(v, text) for v in given):
+            out.append(str(param))
+    return out
+
+
+def _stated(value: Any, text: str) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return False
+    word = str(value).lower().strip()
+    return bool(word) and re.search(rf"(?<![\w.]){re.escape(word)}(?![\w])", text) is not None
 
 
 def bfcl_name(name: str) -> str:
