@@ -390,6 +390,18 @@ def test_parse_completion_forms() -> None:
     prose = parse_completion("```python\nprint(1)\n```")
     assert prose.calls == () and prose.content.startswith("```python")
     assert parse_completion("Try this:\n```json\n{\"name\": \"a\"}\n```").calls == ()
+    # a fenced or bare call object that does not parse is an invalid call, as a broken
+    # <tool_call> block is: a missing brace, or a cut at the token budget (no closing fence)
+    brace = parse_completion('```json\n{"name": "a", "arguments": {"x": [1]}\n```<|im_end|>')
+    assert [(c.name, c.arguments) for c in brace.calls] == [("a", None)]
+    cut = parse_completion('```json\n{"name": "Finish", "arguments": {"return_type": "give_up')
+    assert [(c.name, c.arguments) for c in cut.calls] == [("Finish", None)]
+    assert cut.return_type() is None
+    assert [c.name for c in parse_completion('{"name": "c", "argu').calls] == ["c"]
+    whole = parse_completion('```json\n{"name": "a", "arguments": {"x": 1}}')
+    assert [(c.name, c.arguments) for c in whole.calls] == [("a", {"x": 1})]
+    assert parse_completion("```python\nprint(1)").calls == ()
+    assert parse_completion('{"text": "not a call"').calls == ()
     # several call objects in a row (the last one cut off by the token budget)
     rows = parse_completion('{"name": "a", "arguments": {"x": 1}}\n{"name": "b", "arguments": {}}'
                             '\n{"name": "c", "argu')

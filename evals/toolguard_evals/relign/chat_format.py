@@ -91,6 +91,10 @@ without the reasoning field)."""
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 _FENCED = re.compile(r"```[A-Za-z]*\s*\n?(.*?)\n?\s*```", re.S)
+_OPEN_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n(.*)", re.S)
+"""A code fence the token budget cut before its closing fence."""
+_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
+_CALL_HEAD = re.compile(r'\{\s*"name"\s*:\s*"([^"]*)"')
 
 
 def openai_tool(function: Mapping[str, Any]) -> dict[str, Any]:
@@ -197,27 +201,42 @@ def parse_completion(text: str) -> ParsedResponse:
     row are several calls, a cut-off last one is dropped), also inside one fenced code block
     (```` ```json ````, as Qwen2.5-Coder writes calls).  A block that is not such JSON
     gives a call whose ``arguments`` is ``None`` and whose ``name`` is read with a regex
-    when possible.  ``<|im_end|>`` and text after it are dropped.
+    when possible; so does a bare or fenced object that opens with ``{"name": "..."`` and
+    does not parse (a missing brace, a cut at the token budget) when no call before it
+    did.  ``<|im_end|>`` and text after it are dropped.
     """
     text = text.split("<|im_end|>", 1)[0]
     blocks = _TOOL_CALL.findall(text)
     if not blocks:
         stripped = text.strip()
-        fenced = _FENCED.fullmatch(stripped)
+        fenced = _FENCED.fullmatch(stripped) or _OPEN_FENCE.fullmatch(stripped)
         body = fenced.group(1).strip() if fenced else stripped
         bare = _json_calls(body) if body.startswith("{") else ()
         if bare:
             return ParsedResponse(content="", calls=bare)
+        broken = _broken_call(body) if body.startswith("{") else None
+        if broken is not None:
+            return ParsedResponse(content="", calls=(broken,))
         return ParsedResponse(content=stripped)
     content = text[:text.find("<tool_call>")].strip()
     calls = []
     for block in blocks:
         call = _json_call(block)
         if call is None:
-            m = re.search(r'"name"\s*:\s*"([^"]*)"', block)
+            m = _NAME.search(block)
             call = ParsedCall(name=m.group(1) if m else "", arguments=None, raw=block)
         calls.append(call)
     return ParsedResponse(content=content, calls=tuple(calls))
+
+
+def _broken_call(body: str) -> ParsedCall | None:
+    """An object that opens with ``"name"`` but does not parse, as an invalid call.
+
+    The bare / fenced mirror of an unparsable ``<tool_call>`` block: a call object with a
+    missing brace, or one cut at the token budget, is a call in a broken format, not text.
+    """
+    m = _CALL_HEAD.match(body)
+    return ParsedCall(name=m.group(1), arguments=None, raw=body) if m else None
 
 
 def _json_calls(text: str) -> tuple[ParsedCall, ...]:
