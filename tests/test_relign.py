@@ -401,6 +401,8 @@ def test_parse_completion_forms() -> None:
     whole = parse_completion('```json\n{"name": "a", "arguments": {"x": 1}}')
     assert [(c.name, c.arguments) for c in whole.calls] == [("a", {"x": 1})]
     assert parse_completion("```python\nprint(1)").calls == ()
+    commented = parse_completion('```json\n{"name": "a", "arguments": {}}\n```\nThis calls a.')
+    assert [(c.name, c.arguments) for c in commented.calls] == [("a", {})]
     assert parse_completion('{"text": "not a call"').calls == ()
     # several call objects in a row (the last one cut off by the token budget)
     rows = parse_completion('{"name": "a", "arguments": {"x": 1}}\n{"name": "b", "arguments": {}}'

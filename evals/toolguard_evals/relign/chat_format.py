@@ -92,7 +92,8 @@ without the reasoning field)."""
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 _FENCED = re.compile(r"```[A-Za-z]*\s*\n?(.*?)\n?\s*```", re.S)
 _OPEN_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n(.*)", re.S)
-"""A code fence the token budget cut before its closing fence."""
+"""A reply that opens with a code fence: cut before its closing fence, or with prose after it
+(the objects at the start of the body are read; what follows them is not)."""
 _NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
 _CALL_HEAD = re.compile(r'\{\s*"name"\s*:\s*"([^"]*)"')
 
@@ -203,7 +204,8 @@ def parse_completion(text: str) -> ParsedResponse:
     gives a call whose ``arguments`` is ``None`` and whose ``name`` is read with a regex
     when possible; so does a bare or fenced object that opens with ``{"name": "..."`` and
     does not parse (a missing brace, a cut at the token budget) when no call before it
-    did.  ``<|im_end|>`` and text after it are dropped.
+    did.  A reply that opens with a code fence is read from the fence on even when the
+    fence is not closed or prose follows it.  ``<|im_end|>`` and text after it are dropped.
     """
     text = text.split("<|im_end|>", 1)[0]
     blocks = _TOOL_CALL.findall(text)
@@ -214,7 +216,7 @@ def parse_completion(text: str) -> ParsedResponse:
         bare = _json_calls(body) if body.startswith("{") else ()
         if bare:
             return ParsedResponse(content="", calls=bare)
-        broken = _broken_call(body) if body.startswith("{") else None
+        broken = _broken_call(body)
         if broken is not None:
             return ParsedResponse(content="", calls=(broken,))
         return ParsedResponse(content=stripped)
