@@ -525,6 +525,53 @@ def test_a_new_dpo_setting_reruns_dpo_and_what_follows_only(
     assert evaluated[3:] == ["dpo"]  # base and SFT results are kept
 
 
+def test_the_accuracy_slice_has_its_own_count_and_a_new_one_reevaluates_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolguard_evals.relign.evaluate as evaluate
+
+    asked: list[tuple[str, object, object]] = []
+
+    def fake(name: str, *args: object, **kwargs: object) -> dict[str, object]:
+        asked.append((name, kwargs["bfcl"], kwargs["accuracy"]))
+        return {"unguarded": {"Original": {"n": 1}}, "guarded": {"Original": {"n": 1}},
+                "generated_turns": 1}
+
+    monkeypatch.setattr(evaluate, "evaluate_model", fake)
+    _Stub(_cfg(), base="b", out=tmp_path, progress=False).run()
+    assert asked == [(m, 1, None) for m in ("base", "sft", "dpo")]
+    forced = _Stub(_cfg(eval_accuracy=60), base="b", out=tmp_path, force=True, progress=False)
+    forced.run()
+    assert forced.ran == []  # no model is retrained, every model is scored again
+    assert asked[3:] == [(m, 1, 60) for m in ("base", "sft", "dpo")]
+    assert preset("cpu").eval_accuracy == 60 and preset("cpu").eval_bfcl == 12
+
+
+def test_eval_bfcl_draws_the_call_categories_at_their_own_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolguard_evals.bfcl as bfcl
+    import toolguard_evals.bfcl_checker as checker
+    import toolguard_evals.relign.evaluate as evaluate
+
+    limits: dict[str, int | None] = {}
+
+    def load(category: str, *, limit: int | None = None) -> list[dict[str, object]]:
+        limits[category] = limit
+        return [{"id": f"{category}_{i}"} for i in range(limit or 0)]
+
+    monkeypatch.setattr(bfcl, "load_category", load)
+    monkeypatch.setattr(checker, "check_task", lambda record, calls: {"valid": bool(calls)})
+    monkeypatch.setattr(evaluate, "_bfcl_turn", lambda chat, record: {
+        "calls": [("f", {})], "allowed": [], "change": False, "talk": False})
+    out = evaluate.eval_bfcl(None, per_category=2, per_accuracy_category=5)  # type: ignore[arg-type]
+    assert limits == {"irrelevance": 2, "live_irrelevance": 2, "live_simple": 5}
+    assert [out["unguarded"][f"BFCL {c}"]["n"] for c in limits] == [2, 2, 5]
+    assert out["unguarded"]["BFCL live_simple"]["accuracy"] == 100.0
+    assert out["guarded"]["BFCL live_simple"]["accuracy"] == 0.0
+    assert out["unguarded"]["BFCL irrelevance"]["tool_hallucination_rate"] == 100.0
+    evaluate.eval_bfcl(None, per_category=3)  # type: ignore[arg-type]
+    assert limits == {"irrelevance": 3, "live_irrelevance": 3, "live_simple": 3}
+
+
 def test_more_dpo_prompts_keep_the_sft_model_while_its_data_is_unchanged(
         tmp_path: Path, evaluated: list[str]) -> None:
     _Stub(_cfg(), base="b", out=tmp_path, progress=False).run()

@@ -185,7 +185,8 @@ _stage("sft", "Supervised fine-tuning with TRL (LoRA or full).")
 _stage("sample", "Sample K responses per DPO prompt and build preference pairs.")
 _stage("dpo", "DPO with TRL from the SFT model.")
 _stage("export", "Write the adapter / merged paths and the serve commands.")
-_stage("eval", "Evaluate base, SFT and DPO (RelyToolBench slice, BFCL irrelevance).")
+_stage("eval", "Evaluate base, SFT and DPO (RelyToolBench slice, BFCL irrelevance, BFCL "
+                "live_simple accuracy).")
 
 
 if __name__ == "__main__":

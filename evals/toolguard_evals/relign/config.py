@@ -74,7 +74,11 @@ class RelignConfig(BaseModel):
         dpo_max_steps: Stop DPO after this many optimizer steps (``None``: the epochs).
         eval_per_file: RelyToolBench records per file (groups x 3 subsets).
         eval_groups: RelyToolBench groups evaluated.
-        eval_bfcl: BFCL records per evaluated category (:data:`EVAL_BFCL`).
+        eval_bfcl: BFCL records per irrelevance category (:data:`EVAL_BFCL`).
+        eval_accuracy: BFCL records per accuracy category (:data:`EVAL_BFCL_ACCURACY`);
+            ``None``: ``eval_bfcl``.  Sized apart because the issue's accuracy target ("within
+            5 points of the base") cannot be read at a dozen records: at 12 the 95 % interval
+            spans about 40 points.
         eval_max_steps: Model turns per RelyToolBench episode.
         eval_backend: Who runs the evaluated models: ``transformers`` (in process, the
             trained folders), ``llama.cpp`` (the base GGUF and the exported ``sft.gguf`` /
@@ -117,6 +121,7 @@ class RelignConfig(BaseModel):
     eval_per_file: int = Field(4, ge=1)
     eval_groups: tuple[Group, ...] = GROUPS
     eval_bfcl: int = Field(20, ge=1)
+    eval_accuracy: int | None = Field(None, ge=1)
     eval_max_steps: int = Field(2, ge=1)
     eval_backend: Literal["auto", "transformers", "llama.cpp"] = "auto"
 
@@ -147,8 +152,8 @@ PRESETS: dict[Size, dict[str, Any]] = {
     "cpu": dict(sft_examples=128, dpo_prompts=10, max_length=1100, lora_top_layers=6,
                 sft_batch=2, grad_accum=2, sft_epochs=1.0, samples_per_prompt=4,
                 max_new_tokens=64, dpo_batch=1, dpo_max_steps=6, eval_per_file=8,
-                eval_groups=("G2_category",), eval_bfcl=12, eval_max_steps=1,
-                answer_share=0.0, sft_lr=5e-4, dpo_lr=5e-5),
+                eval_groups=("G2_category",), eval_bfcl=12, eval_accuracy=60,
+                eval_max_steps=1, answer_share=0.0, sft_lr=5e-4, dpo_lr=5e-5),
     "paper": dict(sft_examples=10_000, dpo_prompts=2_000, max_length=8192, lora=False,
                   sft_batch=4, grad_accum=8, sft_epochs=2.0, sft_lr=1e-5,
                   samples_per_prompt=10, max_new_tokens=512, fill_gold=False,
@@ -163,7 +168,8 @@ sampled on 10 further prompts (4 responses each), 6 DPO steps of 2 pairs at a le
 that leaves the SFT model almost as it is (more DPO on these pairs, which mostly prefer
 giving up, taught the model to give up on every request: CHANGELOG), and an eval of 8
 RelyToolBench records per file of ``G2_category`` (the slice of the evaluations issue;
-``G1_instruction`` prompts reach 8,000 tokens) and 12 BFCL records per category.  On
+``G1_instruction`` prompts reach 8,000 tokens), 12 BFCL records per irrelevance category
+and 60 ``live_simple`` records (scored by BFCL's AST checker, about 5 minutes a model).  On
 SmolLM2-135M, 16 SFT steps taught tool calls but no indecisive action and 96 steps taught
 both (CHANGELOG); the 0.5B base already calls tools in its own format.  ``--set`` changes
 any setting of a preset (``toolguard relign run --set dpo_lr=1e-4``).

@@ -174,7 +174,7 @@ def _bfcl_turn(chat: HFChatModel, record: Mapping[str, Any]) -> dict[str, Any]:
 
 def eval_bfcl(chat: HFChatModel, *, per_category: int,
               categories: Sequence[str] = (*EVAL_BFCL, *EVAL_BFCL_ACCURACY),
-              ) -> dict[str, dict[str, Any]]:
+              per_accuracy_category: int | None = None) -> dict[str, dict[str, Any]]:
     """``{"unguarded"|"guarded": {subset: metrics}}`` on BFCL v4 single-turn categories.
 
     Irrelevance categories (:data:`EVAL_BFCL`): a call is a hallucination, so
@@ -182,6 +182,13 @@ def eval_bfcl(chat: HFChatModel, *, per_category: int,
     (:data:`EVAL_BFCL_ACCURACY`): ``accuracy`` is BFCL's own AST checker
     (:func:`toolguard_evals.bfcl_checker.check_task`) on the calls made (unguarded) or the
     calls the guard allows (guarded): the price of abstaining on requests a tool serves.
+
+    Args:
+        chat: The model.
+        per_category: The first N records of each category.
+        categories: BFCL v4 category names.
+        per_accuracy_category: The first N records of each call category instead
+            (``None``: ``per_category``).
     """
     from toolguard_evals.bfcl import load_category
     from toolguard_evals.bfcl_checker import check_task
@@ -190,7 +197,10 @@ def eval_bfcl(chat: HFChatModel, *, per_category: int,
     for cat in categories:
         subset = f"BFCL {cat}"
         rows: dict[str, list[dict[str, Any]]] = {"unguarded": [], "guarded": []}
-        for record in load_category(cat, limit=per_category):  # type: ignore[arg-type]
+        limit = per_category
+        if cat not in EVAL_BFCL and per_accuracy_category is not None:
+            limit = per_accuracy_category
+        for record in load_category(cat, limit=limit):  # type: ignore[arg-type]
             turn = _bfcl_turn(chat, record)
             for variant, calls in (("unguarded", turn["calls"]),
                                    ("guarded", turn["allowed"])):
@@ -213,7 +223,7 @@ def eval_bfcl(chat: HFChatModel, *, per_category: int,
 
 
 def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file: int,
-                   bfcl: int, max_steps: int, max_new_tokens: int,
+                   bfcl: int, max_steps: int, max_new_tokens: int, accuracy: int | None = None,
                    groups: Sequence[Group] = GROUPS, data_dir: str | Path | None = None,
                    cache_path: str | Path | None = None, fingerprint: str = "",
                    progress: bool = True, gguf: str | Path | None = None) -> dict[str, Any]:
@@ -230,6 +240,7 @@ def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file:
         tokenizer_path: The tokenizer with the tool-aware chat template.
         per_file: RelyToolBench records per file.
         bfcl: BFCL records per irrelevance category.
+        accuracy: BFCL records per accuracy category (``None``: ``bfcl``).
         max_steps: Model turns per RelyToolBench episode.
         max_new_tokens: Tokens per model turn at most.
         groups: RelyToolBench groups.
@@ -252,9 +263,9 @@ def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file:
         chat = HFChatModel(model=load_model(model_path), tokenizer=tokenizer,
                            max_new_tokens=max_new_tokens, name_=name)
         return _evaluate(chat, name, "transformers", started, per_file=per_file, bfcl=bfcl,
-                         max_steps=max_steps, max_new_tokens=max_new_tokens, groups=groups,
-                         data_dir=data_dir, cache_path=cache_path, fingerprint=fingerprint,
-                         progress=progress)
+                         accuracy=accuracy, max_steps=max_steps,
+                         max_new_tokens=max_new_tokens, groups=groups, data_dir=data_dir,
+                         cache_path=cache_path, fingerprint=fingerprint, progress=progress)
     from toolguard_evals.local_model import LocalModelServer
 
     with LocalModelServer(gguf, n_ctx=SERVED_CONTEXT, max_tokens_cap=max_new_tokens,
@@ -263,22 +274,22 @@ def evaluate_model(name: str, model_path: str, tokenizer_path: str, *, per_file:
                                  served_model=server.model_alias,
                                  max_new_tokens=max_new_tokens, name_=name)
         return _evaluate(served, name, "llama.cpp", started, per_file=per_file, bfcl=bfcl,
-                         max_steps=max_steps, max_new_tokens=max_new_tokens, groups=groups,
-                         data_dir=data_dir, cache_path=cache_path, fingerprint=fingerprint,
-                         progress=progress)
+                         accuracy=accuracy, max_steps=max_steps,
+                         max_new_tokens=max_new_tokens, groups=groups, data_dir=data_dir,
+                         cache_path=cache_path, fingerprint=fingerprint, progress=progress)
 
 
 def _evaluate(chat: HFChatModel, name: str, backend: str, started: float, *, per_file: int,
-              bfcl: int, max_steps: int, max_new_tokens: int, groups: Sequence[Group],
-              data_dir: str | Path | None, cache_path: str | Path | None, fingerprint: str,
-              progress: bool) -> dict[str, Any]:
+              bfcl: int, accuracy: int | None, max_steps: int, max_new_tokens: int,
+              groups: Sequence[Group], data_dir: str | Path | None,
+              cache_path: str | Path | None, fingerprint: str, progress: bool) -> dict[str, Any]:
     settings = {"model": name, "fingerprint": fingerprint, "max_new_tokens": max_new_tokens,
                 "backend": backend}
     rtb = asyncio.run(eval_relytoolbench(chat, per_file=per_file, groups=groups,
                                          max_steps=max_steps, data_dir=data_dir,
                                          cache=GenerationCache(cache_path), settings=settings,
                                          progress=progress))
-    irr = eval_bfcl(chat, per_category=bfcl)
+    irr = eval_bfcl(chat, per_category=bfcl, per_accuracy_category=accuracy)
     return {
         "unguarded": {**rtb["unguarded"], **irr["unguarded"]},
         "guarded": {**rtb["guarded"], **irr["guarded"]},

@@ -70,8 +70,8 @@ STAGE_SETTINGS: Final[dict[Stage, tuple[str, ...]]] = {
                "fill_give_up"),
     "dpo": (*_TRAINING, "dpo_epochs", "dpo_lr", "dpo_batch", "dpo_beta", "dpo_max_steps"),
     "export": (),
-    "eval": ("eval_per_file", "eval_groups", "eval_bfcl", "eval_max_steps", "eval_backend",
-             "max_new_tokens"),
+    "eval": ("eval_per_file", "eval_groups", "eval_bfcl", "eval_accuracy", "eval_max_steps",
+             "eval_backend", "max_new_tokens"),
 }
 """The :class:`RelignConfig` fields each stage reads (``size`` is a label and none)."""
 STAGE_INPUTS: Final[dict[Stage, tuple[str, ...]]] = {
@@ -385,7 +385,8 @@ class Runner:
                     continue
             result = evaluate_model(
                 name, paths[name], self._tokenizer_path(), per_file=self.cfg.eval_per_file,
-                bfcl=self.cfg.eval_bfcl, max_steps=self.cfg.eval_max_steps,
+                bfcl=self.cfg.eval_bfcl, accuracy=self.cfg.eval_accuracy,
+                max_steps=self.cfg.eval_max_steps,
                 max_new_tokens=self.cfg.max_new_tokens, groups=self.cfg.eval_groups,
                 data_dir=self.data_dir, cache_path=folder / "episodes.jsonl",
                 fingerprint=stamps[name], progress=self.progress,
