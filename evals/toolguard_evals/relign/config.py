@@ -174,7 +174,7 @@ that leaves the SFT model almost as it is (more DPO on these pairs, which mostly
 giving up, taught the model to give up on every request: CHANGELOG), and an eval of 8
 RelyToolBench records per file of ``G2_category`` (the slice of the evaluations issue;
 ``G1_instruction`` prompts reach 8,000 tokens), 12 BFCL records per irrelevance category
-and 60 ``live_simple`` records (scored by BFCL's AST checker, about 5 minutes a model).  On
+and 60 ``live_simple`` records (scored by BFCL's AST checker, about 8 minutes a model).  On
 SmolLM2-135M, 16 SFT steps taught tool calls but no indecisive action and 96 steps taught
 both (CHANGELOG); the 0.5B base already calls tools in its own format.  ``--set`` changes
 any setting of a preset (``toolguard relign run --set dpo_lr=1e-4``).
